@@ -1,0 +1,1 @@
+"""An extended VTA accelerator: hardware config, ISA, compiler, functional and timing simulators."""
