@@ -1,0 +1,191 @@
+"""The ``tvm-transfer`` command line: tune operators and networks, compile tuned networks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from tvm_transfer.cost_models import COST_MODELS
+from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
+
+DEMO_KIND, DEMO_TRIALS = "conv2d", 64
+
+
+def _target(args: argparse.Namespace):
+    from tvm_transfer.target import as_target, host_target
+
+    if args.target:
+        return as_target(json.loads(args.target))
+    return host_target(mcpu=args.mcpu, num_cores=args.num_cores)
+
+
+def _options(args: argparse.Namespace):
+    from tvm_transfer.tune import TuneOptions
+
+    return TuneOptions(
+        trials=args.trials,
+        trials_per_iter=args.trials_per_iter,
+        population_size=args.population,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+
+
+def _work_dir(args: argparse.Namespace, name: str) -> Path:
+    return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{args.cost_model}"
+
+
+def _write_json(path: str | None, result) -> None:
+    if path:
+        Path(path).write_text(json.dumps(asdict(result), indent=1, default=float))
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from tvm_transfer.tune import tune_workload
+    from tvm_transfer.workloads import parse_workload
+
+    workload = parse_workload(args.kind, args.shape)
+    work_dir = _work_dir(args, workload.name)
+    print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
+    result = tune_workload(
+        workload,
+        work_dir,
+        cost_model=args.cost_model,
+        target=_target(args),
+        options=_options(args),
+        reference=not args.no_reference,
+    )
+    print(result.table())
+    if args.profile:
+        _print_profile(result.profile)
+    _write_json(args.json, result)
+    return 0
+
+
+def _cmd_tune_network(args: argparse.Namespace) -> int:
+    from tvm_transfer.tune import tune_network
+
+    result = tune_network(
+        args.network,
+        _work_dir(args, args.network),
+        cost_model=args.cost_model,
+        target=_target(args),
+        options=_options(args),
+    )
+    print(result.table())
+    if args.profile:
+        _print_profile(result.profile)
+    _write_json(args.json, result)
+    return 0
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from tvm_transfer.tune import compile_network
+
+    result = compile_network(args.network, _work_dir(args, args.network), target=_target(args))
+    print(result.table())
+    if result.max_abs_error > args.tolerance:
+        print(f"error: output differs from PyTorch by more than {args.tolerance}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_target(args: argparse.Namespace) -> int:
+    from tvm_transfer.target import hardware_params
+
+    target = _target(args)
+    print(target)
+    for name, value in hardware_params(target).items():
+        print(f"  {name:<28} {value}")
+    return 0
+
+
+def _print_profile(profile: dict[str, float]) -> None:
+    """Where tuning time went, by MetaSchedule's profiler scopes (seconds, share of the total)."""
+    total = profile.get("Total", 0.0) or 1.0
+    print("\ntime breakdown (MetaSchedule profiler):")
+    for name, seconds in sorted(profile.items(), key=lambda kv: -kv[1]):
+        if name != "Total" and seconds / total >= 0.005:
+            print(f"  {name:<48} {seconds:8.1f} s  {100 * seconds / total:5.1f}%")
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cost-model", default="xgboost", choices=list(COST_MODELS), help="default: xgboost")
+    parser.add_argument("--trials", type=int, default=64, help="measurement budget (default: 64)")
+    parser.add_argument("--trials-per-iter", type=int, default=16, help="candidates per batch (default: 16)")
+    parser.add_argument("--population", type=int, default=128, help="evolutionary population (default: 128)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work-dir", help="MetaSchedule database directory; re-use it to resume")
+    parser.add_argument("--json", help="also write the result to this JSON file")
+    parser.add_argument("--profile", action="store_true", help="print where the tuning time went")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_target(parser)
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help='target as JSON, e.g. \'{"kind": "llvm", "mcpu": "znver4"}\'')
+    parser.add_argument("--mcpu", help="LLVM CPU name (default: detected host CPU)")
+    parser.add_argument("--num-cores", type=int, help="cores to tune for (default: all available)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tvm_transfer.networks import NETWORKS
+
+    parser = argparse.ArgumentParser(prog="tvm-transfer", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    shapes = "; ".join(
+        f"{k}: {','.join(v)} (default {','.join(map(str, DEFAULT_SHAPES[k]))})"
+        for k, v in SHAPE_PARAMS.items()
+    )
+    tune = commands.add_parser("tune", help="tune one operator", description=f"Shapes: {shapes}.")
+    tune.add_argument("kind", choices=list(SHAPE_PARAMS))
+    tune.add_argument("--shape", help="comma-separated shape values in the order above")
+    tune.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
+    _add_common(tune)
+    tune.set_defaults(func=_cmd_tune)
+
+    demo = commands.add_parser(
+        "demo", help=f"the built-in default: tune a ResNet-18 {DEMO_KIND} layer for {DEMO_TRIALS} trials"
+    )
+    _add_common(demo)
+    demo.set_defaults(func=_cmd_tune, kind=DEMO_KIND, shape=None, no_reference=False, trials=DEMO_TRIALS)
+
+    network = commands.add_parser("tune-network", help="tune every task of a small PyTorch network")
+    network.add_argument("network", choices=list(NETWORKS))
+    _add_common(network)
+    network.set_defaults(func=_cmd_tune_network)
+
+    compile_ = commands.add_parser(
+        "compile", help="build a tuned network, run it and check it against PyTorch"
+    )
+    compile_.add_argument("network", choices=list(NETWORKS))
+    compile_.add_argument("--cost-model", default="xgboost", help="only to find the default work dir")
+    compile_.add_argument("--work-dir", help="the work dir the network was tuned in")
+    compile_.add_argument(
+        "--tolerance", type=float, default=1e-3, help="max abs error allowed (default 1e-3)"
+    )
+    _add_target(compile_)
+    compile_.set_defaults(func=_cmd_compile)
+
+    target = commands.add_parser("target", help="show the host target and its hardware features")
+    _add_target(target)
+    target.set_defaults(func=_cmd_target)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""MetaSchedule cost models: ours (XGBoost, LightGBM, MLP) and TVM's own as comparison points."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.cost_models.base import (
+    FORMAT_VERSION,
+    CostModelFileError,
+    LearnedCostModel,
+    normalised_throughput,
+    runner_seconds,
+)
+
+
+def _xgboost(**kwargs):
+    from tvm_transfer.cost_models.gbdt import XGBoostCostModel
+
+    return XGBoostCostModel(**kwargs)
+
+
+def _lightgbm(**kwargs):
+    from tvm_transfer.cost_models.gbdt import LightGBMCostModel
+
+    return LightGBMCostModel(**kwargs)
+
+
+def _mlp(**kwargs):
+    from tvm_transfer.cost_models.mlp import MLPCostModel
+
+    return MLPCostModel(**kwargs)
+
+
+def _tvm_xgb(seed: int = 0, **kwargs):
+    # TVM's XGBModel scores at random until it holds num_warmup_samples (default 100) measurements.
+    return ms.cost_model.XGBModel(config=ms.cost_model.xgb_model.XGBConfig(seed=seed), **kwargs)
+
+
+def _tvm_xgb_nowarmup(seed: int = 0, **kwargs):
+    return _tvm_xgb(seed=seed, num_warmup_samples=0, **kwargs)
+
+
+def _tvm_random(seed: int = 0, **kwargs):
+    return ms.cost_model.RandomModel(seed=seed + 1, **kwargs)  # RandomModel rejects seed 0
+
+
+#: Name -> factory; the names the CLI, the benchmarks and :func:`make_cost_model` accept.
+COST_MODELS: dict[str, Callable[..., ms.CostModel]] = {
+    "xgboost": _xgboost,
+    "lightgbm": _lightgbm,
+    "mlp": _mlp,
+    "tvm-xgb": _tvm_xgb,
+    "tvm-xgb-nowarmup": _tvm_xgb_nowarmup,
+    "tvm-random": _tvm_random,
+}
+
+
+def make_cost_model(name: str, **kwargs) -> ms.CostModel:
+    """Create a cost model by name (see :data:`COST_MODELS`); ``kwargs`` go to its constructor."""
+    try:
+        factory = COST_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown cost model {name!r}; choose one of {', '.join(COST_MODELS)}") from None
+    return factory(**kwargs)
+
+
+__all__ = [
+    "COST_MODELS",
+    "FORMAT_VERSION",
+    "CostModelFileError",
+    "LearnedCostModel",
+    "make_cost_model",
+    "normalised_throughput",
+    "runner_seconds",
+]

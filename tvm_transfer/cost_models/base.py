@@ -1,0 +1,197 @@
+"""The shared machinery of our learned MetaSchedule cost models.
+
+A model sees each candidate as one feature row (pooled kernel features + the target's hardware vector),
+learns the *normalised throughput* of each measured candidate (best latency of its workload / its latency,
+so 1.0 is the best seen and failures are 0), and predicts a score where higher is better, as MetaSchedule
+expects. Subclasses only supply the estimator: ``_fit``, ``_predict`` and the (de)serialisation of its state.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tvm.s_tir.meta_schedule.utils import shash2hex
+
+from tvm_transfer.features import KernelFeatureExtractor, hardware_features
+
+#: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
+FORMAT_VERSION = 1
+_FORMAT_NAME = "tvm-transfer-cost-model"
+
+
+class CostModelFileError(ValueError):
+    """A saved cost model cannot be read: not our format, another version, or another model class."""
+
+
+def runner_seconds(result: ms.runner.RunnerResult) -> float:
+    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed."""
+    if result.error_msg or not result.run_secs:
+        return float("inf")
+    return float(np.mean([float(s) for s in result.run_secs]))
+
+
+def normalised_throughput(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group, best finite cost / cost (in (0, 1]); 0 for failed (``inf``) measurements."""
+    y = np.zeros(len(costs), dtype=np.float64)
+    for group in np.unique(groups):
+        mask = groups == group
+        finite = np.isfinite(costs[mask])
+        if finite.any():
+            best = costs[mask][finite].min()
+            y[mask] = np.where(np.isfinite(costs[mask]), best / costs[mask], 0.0)
+    return y
+
+
+class LearnedCostModel(PyCostModel):
+    """Base of our cost models: collects measurements, normalises them per workload, refits an estimator.
+
+    Not a MetaSchedule object itself: concrete subclasses are decorated with ``@derived_object``.
+
+    Parameters
+    ----------
+    seed:
+        Seeds the estimator and the random scores returned before the first ``update``.
+    use_hardware_features:
+        Append the target's eight hardware parameters to every feature row, so that one model can learn
+        from records of several targets.
+    """
+
+    #: Names of the constructor arguments (the hyper-parameters saved with the model).
+    hyper_parameters: ClassVar[tuple[str, ...]] = ("seed", "use_hardware_features")
+
+    def __init__(self, *, seed: int = 0, use_hardware_features: bool = True) -> None:
+        super().__init__()
+        self.seed = seed
+        self.use_hardware_features = use_hardware_features
+        self._extractor = KernelFeatureExtractor()
+        self._rng = np.random.default_rng(seed)
+        self._features: list[np.ndarray] = []
+        self._costs: list[float] = []
+        self._groups: list[str] = []
+        self._fitted = False
+
+    # ---- estimator hooks -------------------------------------------------------------------------------
+    def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _predict(self, features: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _state_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    def _load_state(self, blob: bytes) -> None:
+        raise NotImplementedError
+
+    # ---- features --------------------------------------------------------------------------------------
+    def features(self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate]) -> np.ndarray:
+        """The ``(n, d)`` float32 feature matrix this model learns from."""
+        kernel = self._extractor.pooled(context, candidates)
+        if not self.use_hardware_features:
+            return kernel
+        hardware = np.broadcast_to(hardware_features(context.target).astype(np.float32), (len(kernel), 8))
+        return np.hstack([kernel, hardware])
+
+    @property
+    def num_samples(self) -> int:
+        """Number of measurements the model has been trained on."""
+        return len(self._costs)
+
+    # ---- PyCostModel -----------------------------------------------------------------------------------
+    def update(
+        self,
+        context: ms.TuneContext,
+        candidates: list[ms.MeasureCandidate],
+        results: list[ms.runner.RunnerResult],
+    ) -> None:
+        """Add measured candidates (of one workload) and refit on everything seen so far."""
+        if not candidates:
+            return
+        self._features.append(self.features(context, candidates))
+        self._costs.extend(runner_seconds(r) for r in results)
+        self._groups.extend([shash2hex(context.mod)] * len(candidates))
+        self.refit()
+
+    def refit(self) -> None:
+        """Fit the estimator on all collected measurements (no-op without any successful one)."""
+        costs = np.asarray(self._costs, dtype=np.float64)
+        if not np.isfinite(costs).any():
+            return
+        groups = np.asarray(self._groups)
+        self._fit(np.concatenate(self._features), normalised_throughput(costs, groups), groups)
+        self._fitted = True
+
+    def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
+        """Predicted normalised throughput (higher is better); uniform random scores before any update."""
+        if not self._fitted:
+            return self._rng.uniform(size=len(candidates))
+        return np.asarray(self._predict(self.features(context, candidates)), dtype=np.float64)
+
+    # ---- persistence -----------------------------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self.hyper_parameters}
+
+    def save(self, path: str | Path) -> None:
+        """Write the model, its hyper-parameters and its training data to one archive at ``path``."""
+        meta = {
+            "format": _FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "model": type(self).__name__,
+            "params": self.get_params(),
+            "fitted": self._fitted,
+        }
+        data = io.BytesIO()
+        features = np.concatenate(self._features) if self._features else np.zeros((0, 0), np.float32)
+        np.savez(data, features=features, costs=np.asarray(self._costs), groups=np.asarray(self._groups))
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("meta.json", json.dumps(meta, indent=1))
+            archive.writestr("data.npz", data.getvalue())
+            if self._fitted:
+                archive.writestr("model.bin", self._state_bytes())
+
+    def load(self, path: str | Path) -> None:
+        """Restore a model saved by :meth:`save` of the same class; raises :class:`CostModelFileError`."""
+        meta, data, blob = _read_archive(Path(path), type(self).__name__)
+        for name, value in meta["params"].items():
+            setattr(self, name, value)
+        self._features = [data["features"]] if len(data["costs"]) else []
+        self._costs = [float(c) for c in data["costs"]]
+        self._groups = [str(g) for g in data["groups"]]
+        self._fitted = blob is not None
+        if blob is not None:
+            self._load_state(blob)
+
+
+def _read_archive(path: Path, expected_model: str) -> tuple[dict, Any, bytes | None]:
+    expected = f"a {_FORMAT_NAME} archive, format version {FORMAT_VERSION}"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            meta = json.loads(archive.read("meta.json"))
+            data = np.load(io.BytesIO(archive.read("data.npz")))
+            blob = archive.read("model.bin") if "model.bin" in archive.namelist() else None
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
+        raise CostModelFileError(f"{path}: not a readable cost model ({err}); expected {expected}") from err
+    if meta.get("format") != _FORMAT_NAME or meta.get("format_version") != FORMAT_VERSION:
+        raise CostModelFileError(
+            f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r}, expected "
+            f"{expected}; retrain the model with this version of tvm-transfer and save it again"
+        )
+    if meta.get("model") != expected_model:
+        raise CostModelFileError(
+            f"{path}: holds a {meta.get('model')} model; load it with {meta.get('model')}, "
+            f"not {expected_model}"
+        )
+    if meta.get("fitted") and blob is None:
+        raise CostModelFileError(f"{path}: the archive lacks model.bin; expected {expected}")
+    return meta, data, blob
