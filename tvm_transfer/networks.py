@@ -93,7 +93,7 @@ class ImportedNetwork:
 
 
 def import_network(name: str, seed: int = 0) -> ImportedNetwork:
-    """Export ``NETWORKS[name]`` with ``torch.export`` and convert it to a Relax module (weights as params)."""
+    """Export ``NETWORKS[name]`` with ``torch.export`` and convert it to Relax (weights as params)."""
     if name not in NETWORKS:
         raise ValueError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
     spec = NETWORKS[name]

@@ -109,8 +109,9 @@ def hardware_params(target: tvm.target.Target) -> dict[str, int]:
     """The eight Ansor/TenSet hardware parameters of ``target``, by name.
 
     CPU targets (``llvm``, ``c``): ``num_cores`` from ``num-cores`` (the host's count when absent),
-    ``vector_unit_bytes`` from LLVM's preferred vector width for the target's ``mcpu`` (bits / 8; 16 for
-    generic x86-64), cache lines of 64 bytes, and zeros for the GPU-only parameters. GPU targets: Ansor's
+    ``vector_unit_bytes`` from the widest vector ISA LLVM enables for the target's ``mcpu`` (64 with
+    AVX-512, 32 with AVX, 16 with SSE/NEON/generic; ``c`` targets keep Ansor's 64), cache lines of 64
+    bytes, and zeros for the GPU-only parameters. GPU targets: Ansor's
     CUDA defaults (49152 bytes of shared memory, 1024 threads per block, 8 virtual threads, warp 32; warp 64
     on ROCm), overridden by the target's ``max_shared_memory_per_block``, ``max_num_threads`` and
     ``thread_warp_size`` attributes. Raises :class:`UnsupportedTargetError` for any other kind.
@@ -125,7 +126,7 @@ def hardware_params(target: tvm.target.Target) -> dict[str, int]:
     attrs = target.attrs
     if kind == "llvm":
         params["num_cores"] = int(attrs.get("num-cores", 0)) or host_core_count()
-        params["vector_unit_bytes"] = int(codegen.llvm_get_vector_width(target)) // 8
+        params["vector_unit_bytes"] = _llvm_vector_bytes(target)
     elif kind == "c":
         params["num_cores"] = int(attrs.get("num-cores", 0)) or host_core_count()
     else:
@@ -133,6 +134,16 @@ def hardware_params(target: tvm.target.Target) -> dict[str, int]:
             if attr in attrs:
                 params[name] = int(attrs[attr])
     return params
+
+
+# Widest vector register per CPU feature, in bytes, widest first. LLVM's "preferred vector width" query
+# answers 512 bits for every x86 CPU in this TVM build, so the features are read instead.
+_VECTOR_FEATURE_BYTES = (("avx512f", 64), ("avx", 32), ("sse2", 16), ("neon", 16))
+
+
+def _llvm_vector_bytes(target: tvm.target.Target) -> int:
+    features = set(codegen.llvm_get_cpu_features(target))
+    return next((size for feature, size in _VECTOR_FEATURE_BYTES if feature in features), 16)
 
 
 def hardware_features(target: tvm.target.Target) -> np.ndarray:

@@ -219,7 +219,7 @@ def tune_workload(
         num_threads=_num_threads(options),
         logger=ms.logging.get_loggers_from_work_dir(str(work_dir), [workload.name])[0],
     )
-    latencies, profile, done, elapsed, (records,) = _tune_contexts(
+    latencies, profile, _, elapsed, (records,) = _tune_contexts(
         [context], [1.0], Path(work_dir), cost_model, options
     )
     return TuneResult(
@@ -264,9 +264,8 @@ class NetworkTuneResult:
         lines = [f"{'task':<56} {'weight':>6} {'MFLOP':>9} {'best ms':>9} {'GFLOPS':>8} {'trials':>6}"]
         for task, weight, flops, best, trials in self.tasks:
             gflops = flops / best / 1e9 if np.isfinite(best) else 0.0
-            lines.append(
-                f"{task[:56]:<56} {weight:>6g} {flops / 1e6:>9.2f} {best * 1e3:>9.4f} {gflops:>8.1f} {trials:>6}"
-            )
+            row = f"{task[:56]:<56} {weight:>6g} {flops / 1e6:>9.2f} {best * 1e3:>9.4f} {gflops:>8.1f}"
+            lines.append(f"{row} {trials:>6}")
         lines.append(
             f"{self.name} on {self.target} with {self.cost_model}: weighted latency "
             f"{self.weighted_latency * 1e3:.4f} ms, {self.new_trials} trials in {self.tuning_seconds:.1f} s"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
@@ -27,8 +28,13 @@ FORMAT_VERSION = 1
 _FORMAT_NAME = "tvm-transfer-cost-model"
 
 
+@tvm_ffi.register_error
 class CostModelFileError(ValueError):
-    """A saved cost model cannot be read: not our format, another version, or another model class."""
+    """A saved cost model cannot be read: not our format, another version, or another model class.
+
+    Registered with tvm-ffi so that it keeps its type when ``load`` is called through MetaSchedule's
+    ``CostModel`` object (the call crosses the C++ boundary).
+    """
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:

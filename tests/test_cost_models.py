@@ -1,0 +1,137 @@
+"""Our cost models inside real MetaSchedule runs, and their persistence."""
+
+import zipfile
+
+import numpy as np
+import pytest
+from ms_helpers import sample_candidates, tune_context
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.cost_models import CostModelFileError, make_cost_model
+from tvm_transfer.cost_models.gbdt import LightGBMCostModel, XGBoostCostModel
+from tvm_transfer.cost_models.mlp import MLPCostModel
+from tvm_transfer.measure import PersistentBuilder, local_runner
+
+MODELS = {"xgboost": XGBoostCostModel, "lightgbm": LightGBMCostModel, "mlp": MLPCostModel}
+
+
+def counting(model_class):
+    """The model class, counting how often MetaSchedule calls it (behaviour unchanged)."""
+
+    @derived_object
+    class Counting(model_class._cls):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.calls = {"predict": 0, "update": 0}
+
+        def predict(self, context, candidates):
+            self.calls["predict"] += 1
+            return super().predict(context, candidates)
+
+        def update(self, context, candidates, results):
+            self.calls["update"] += 1
+            super().update(context, candidates, results)
+
+    return Counting
+
+
+@pytest.fixture(scope="module")
+def measured(target, matmul, tmp_path_factory):
+    """16 real measurements of a 64^3 matmul (candidates and runner results)."""
+    context = tune_context(matmul, target)
+    candidates = sample_candidates(context, 16)
+    builds = PersistentBuilder().build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+    assert all(b.error_msg is None for b in builds)
+    runner_inputs = [
+        ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
+        for b, c in zip(builds, candidates, strict=True)
+    ]
+    results = [f.result() for f in local_runner(number=2, min_repeat_ms=10).run(runner_inputs)]
+    assert all(r.error_msg is None for r in results)
+    return context, candidates, results
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_is_called_by_tune_tir(name, target, matmul, tmp_path):
+    model = counting(MODELS[name])()
+    ms.tune_tir(
+        mod=matmul.prim_func().with_attr("global_symbol", "main"),
+        target=target,
+        work_dir=str(tmp_path),
+        max_trials_global=16,
+        num_trials_per_iter=8,
+        builder=PersistentBuilder(),
+        runner=local_runner(),
+        cost_model=model,
+        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
+        seed=1,
+    )
+    assert model.calls["update"] == 2  # once per measured batch
+    assert model.calls["predict"] >= 4  # every generation of the evolutionary search
+    assert model.num_samples == 16
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_predictions_change_after_update_and_follow_measurements(name, measured):
+    context, candidates, results = measured
+    model = make_cost_model(name)
+    before = model.predict(context, candidates)
+    model.update(context, candidates, results)
+    after = model.predict(context, candidates)
+    assert not np.allclose(before, after)
+    np.testing.assert_array_equal(after, model.predict(context, candidates))  # deterministic once fitted
+    throughput = 1.0 / np.array([np.mean([float(s) for s in r.run_secs]) for r in results])
+    # fitted on these measurements, the ranking must follow them
+    rank_corr = np.corrcoef(np.argsort(np.argsort(after)), np.argsort(np.argsort(throughput)))[0, 1]
+    assert rank_corr > 0.5
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_save_load_round_trip_gives_identical_predictions(name, measured, tmp_path):
+    context, candidates, results = measured
+    model = make_cost_model(name, seed=3)
+    model.update(context, candidates[:12], results[:12])
+    path = tmp_path / f"{name}.model"
+    model.save(str(path))
+    restored = make_cost_model(name)
+    restored.load(str(path))
+    np.testing.assert_array_equal(restored.predict(context, candidates), model.predict(context, candidates))
+    assert restored.num_samples == 12 and restored.seed == 3
+    # the restored model keeps learning from where it was
+    restored.update(context, candidates[12:], results[12:])
+    assert restored.num_samples == 16
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "broken.model"
+    path.write_bytes(b"this is not a model")
+    with pytest.raises(CostModelFileError, match=r"broken\.model.*format version 1"):
+        make_cost_model("xgboost").load(str(path))
+
+
+def test_other_version_and_other_model_are_refused(measured, tmp_path):
+    context, candidates, results = measured
+    model = make_cost_model("lightgbm")
+    model.update(context, candidates, results)
+    path = tmp_path / "lgbm.model"
+    model.save(str(path))
+    with pytest.raises(
+        CostModelFileError, match="holds a LightGBMCostModel model; load it with LightGBMCostModel"
+    ):
+        make_cost_model("xgboost").load(str(path))
+    old = tmp_path / "old.model"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
+        for item in src.namelist():
+            data = src.read(item)
+            dst.writestr(
+                item,
+                data.replace(b'"format_version": 1', b'"format_version": 0') if item == "meta.json" else data,
+            )
+    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 1; retrain"):
+        make_cost_model("lightgbm").load(str(old))
+
+
+def test_unknown_model_name():
+    with pytest.raises(ValueError, match="unknown cost model 'gbm'"):
+        make_cost_model("gbm")

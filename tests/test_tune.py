@@ -1,0 +1,85 @@
+"""The high-level API and CLI on real (small) tuning runs."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import tvm
+
+from tvm_transfer.cli import main
+from tvm_transfer.tune import best_schedule, compile_network, tune_network, tune_workload
+
+
+def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
+    target, matmul, small_options, tmp_path
+):
+    first = tune_workload(
+        matmul, tmp_path, target=target, options=replace(small_options, trials=8), reference=False
+    )
+    assert (first.new_trials, first.trials) == (8, 8)
+    assert np.isfinite(first.best_seconds) and first.gflops > 0
+    assert len(first.curve) == 8 and first.curve[-1] == pytest.approx(first.best_seconds, rel=1e-6)
+
+    second = tune_workload(matmul, tmp_path, target=target, options=small_options, reference=False)
+    assert (second.new_trials, second.trials) == (8, 16)  # only the missing trials are run
+    assert second.best_seconds <= first.best_seconds
+
+    third = tune_workload(matmul, tmp_path, target=target, options=small_options, reference=False)
+    assert (third.new_trials, third.trials) == (0, 16)
+
+    schedule = best_schedule(matmul, tmp_path, target)
+    inputs = matmul.random_inputs(seed=7)
+    executable = tvm.compile(schedule.mod, target=target)
+    args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros((64, 64), np.float32))]
+    executable["main"](*args)
+    np.testing.assert_allclose(args[-1].numpy(), matmul.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_path):
+    result = tune_network("mlp", tmp_path, target=target, options=replace(small_options, trials=24))
+    assert [t[0] for t in result.tasks] and all(trials >= 1 for *_, trials in result.tasks)
+    assert sum(trials for *_, trials in result.tasks) == 24
+    assert np.isfinite(result.weighted_latency)
+    compiled = compile_network("mlp", tmp_path, target=target)
+    assert compiled.max_abs_error < 1e-4
+    assert compiled.tvm_seconds > 0
+
+
+def test_cli_tune_prints_the_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "result.json"
+    argv = [
+        *("tune", "matmul", "--shape", "32,32,32", "--trials", "8", "--trials-per-iter", "8"),
+        *(
+            "--population",
+            "16",
+            "--work-dir",
+            str(tmp_path / "wd"),
+            "--json",
+            str(out),
+            "--quiet",
+            "--profile",
+        ),
+    ]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "matmul_32x32x32" in printed and "GFLOPS" in printed and "PyTorch reference" in printed
+    assert "SendToBuilder" in printed  # the profile breakdown
+    saved = json.loads(out.read_text())
+    assert saved["trials"] == 8 and saved["best_seconds"] > 0
+
+
+def test_cli_rejects_bad_input(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "gemm"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'gemm'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="takes 3 shape values"):
+        main(["tune", "matmul", "--shape", "1,2", "--trials", "1"])
+
+
+def test_cli_target_shows_the_hardware_vector(capsys):
+    assert main(["target", "--mcpu", "skylake-avx512", "--num-cores", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert '"mcpu":"skylake-avx512"' in printed
+    assert "num_cores" in printed and "vector_unit_bytes            64" in printed

@@ -1,0 +1,98 @@
+"""Measure one configuration: compile, check, profile and time it, and collect its features."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vta_ext.compiler import compile_program
+from vta_ext.errors import InvalidConfigError
+from vta_ext.features import hidden_features, visible_features
+from vta_ext.hw import HwConfig
+from vta_ext.knobs import Knobs
+from vta_ext.sim import profile
+from vta_ext.timing import Timing, simulate
+from vta_ext.tokens import token_graph
+from vta_ext.workloads import Workload
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Outcome of one measurement. Invalid configurations carry the error's stage, kind and message;
+    ``hidden_features`` is None only when compilation failed. Latencies are seconds."""
+
+    valid: bool
+    error_kind: str | None
+    error_stage: str | None
+    error: str | None
+    cycles: int | None
+    latency: float  # NaN when invalid
+    latencies: list[float]
+    counters: dict[str, int] = field(default_factory=dict)
+    timing: Timing | None = None
+    visible_features: list[float] = field(default_factory=list)
+    hidden_features: list[float] | None = None
+
+
+def measure(
+    workload: Workload,
+    knobs: Knobs,
+    hw: HwConfig,
+    repeats: int = 1,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> MeasureResult:
+    """Compile ``knobs`` for ``workload`` on ``hw`` and time it in counters-only mode.
+
+    ``repeats`` latencies are returned; with ``noise`` > 0 each is the model's latency times a seeded
+    log-normal factor of that sigma (imitating repeated board measurements), else all are equal.
+    """
+    visible = visible_features(workload, knobs, hw)
+    try:
+        program = compile_program(workload, knobs, hw)
+    except InvalidConfigError as error:
+        return _invalid(error, visible, None, {})
+    graph = token_graph(program.insns)
+    counters = profile(program)
+    hidden = hidden_features(program, counters, graph)
+    try:
+        timing = simulate(program, graph)
+    except InvalidConfigError as error:
+        return _invalid(error, visible, hidden, counters)
+    factors = (
+        np.exp(np.random.default_rng(seed).normal(0.0, noise, size=repeats))
+        if noise > 0
+        else np.ones(repeats)
+    )
+    return MeasureResult(
+        valid=True,
+        error_kind=None,
+        error_stage=None,
+        error=None,
+        cycles=timing.cycles,
+        latency=timing.latency_s,
+        latencies=[timing.latency_s * float(f) for f in factors],
+        counters=counters,
+        timing=timing,
+        visible_features=visible,
+        hidden_features=hidden,
+    )
+
+
+def _invalid(
+    error: InvalidConfigError, visible: list[float], hidden: list[float] | None, counters: dict[str, int]
+) -> MeasureResult:
+    return MeasureResult(
+        valid=False,
+        error_kind=error.kind,
+        error_stage=error.stage,
+        error=str(error),
+        cycles=None,
+        latency=math.nan,
+        latencies=[],
+        counters=counters,
+        visible_features=visible,
+        hidden_features=hidden,
+    )
