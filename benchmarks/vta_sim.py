@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
+from common import git_commit, machine_info, write_report
 from tqdm import tqdm
 
 from vta_ext import sim, timing
@@ -29,25 +26,7 @@ from vta_ext.knobs import KnobSpace
 from vta_ext.runtime import verify
 from vta_ext.workloads import RESNET18, flops, random_inputs, reference
 
-RESULTS = Path(__file__).parent / "results"
 SEED = 0
-
-
-def machine() -> dict:
-    model = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
-
-
-def git_commit() -> str:
-    out = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-    )
-    return out.stdout.strip() or "unknown"
 
 
 def sweep(name: str, hw: HwConfig, points: list[int]) -> dict:
@@ -141,7 +120,7 @@ def main() -> None:
     rng = np.random.default_rng(SEED)
     configs = {"default": HwConfig(), "evta": preset("evta")}
     report = {
-        "machine": machine(),
+        "machine": machine_info(),
         "commit": git_commit(),
         "seeds": {"sampling": SEED, "inputs": SEED},
         "settings": {
@@ -159,11 +138,7 @@ def main() -> None:
             )
             report["layers"][config_name][name] = sweep(name, hw, [int(p) for p in points])
     report["functional_c2"] = functional_c2(HwConfig(), report["layers"]["default"]["C2"]["best_knobs"])
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "vta_sim.json").write_text(json.dumps(report, indent=2) + "\n")
-    markdown = table(report)
-    (RESULTS / "vta_sim.md").write_text(markdown)
-    print(markdown)
+    write_report("vta_sim", report, table(report), quick=args.quick)
 
 
 if __name__ == "__main__":
