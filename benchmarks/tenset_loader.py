@@ -175,6 +175,8 @@ def _machine() -> dict:
         "python": platform.python_version(),
         "pyarrow": pyarrow.__version__,
         "git_commit": commit.stdout.strip() or None,
+        # The machine is shared: the load says how much of the 2 cores the contenders really had.
+        "load_average_1min": os.getloadavg()[0],
     }
 
 
@@ -219,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     mode = "quick" if args.quick else "full"
     settings = SETTINGS[mode]
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=args.workdir) as work:
         work = Path(work)
         start = time.perf_counter()
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "tenset_loader",
         "mode": mode,
-        "machine": _machine(),
+        "machine": {**_machine(), "load_average_1min_before": load_before},
         "seed": args.seed,
         "settings": {**settings, "hardware_folders": ["platinum-8272", "k80"], "failed_fraction": 0.05},
         "tree": {"record_lines": lines, "bytes": tree_bytes, "generate_seconds": generate_seconds},

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from ms_helpers import sample_candidates, tune_context
 
+from tenset_tools.features.trace import _SLOT_OFFSET, INSTRUCTION_KINDS, NUM_SLOTS
 from tvm_transfer.features import (
     POOLED_WIDTH,
     TRACE_ROW_WIDTH,
@@ -14,7 +15,6 @@ from tvm_transfer.features import (
     encode_traces,
     pool_per_store,
 )
-from tvm_transfer.features.trace import _SLOT_OFFSET, INSTRUCTION_KINDS, NUM_SLOTS
 from tvm_transfer.workloads import make_workload
 
 
