@@ -15,7 +15,7 @@ own:
   (``--no-sequence-features``).
 
 Usage: ``python benchmarks/tenset_loader.py [--quick] [--workdir DIR]``. Writes
-``benchmarks/results/tenset_loader.json`` and ``.md``.
+``benchmarks/results/tenset_loader.json`` and ``.md`` (``tenset_loader_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -32,10 +31,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import git_commit, machine_info, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "ansor"
-RESULTS = REPO / "benchmarks" / "results"
 TENSET_RECORDS = 51_577_248  # full TenSet, github.com/tlc-pack/tenset README
 
 CPU_TARGET = "llvm -keys=cpu -link-params=0 -mcpu=skylake-avx512 -model=platinum-8272"
@@ -108,7 +107,6 @@ def generate_tree(root: Path, tasks_per_hardware: int, records_per_task: int, se
 
 def _measure(mode: str, tree: Path, out: Path) -> dict:
     """Run one contender in this (child) process; returns records, seconds and peak RSS figures."""
-    sys.path.insert(0, str(REPO))
     import gc
 
     from tenset_tools.ansor import LoadStats, convert_records, iter_records
@@ -156,28 +154,10 @@ def _run_child(mode: str, tree: Path, out: Path) -> dict:
 
 
 def _machine() -> dict:
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
-    )
     import pyarrow
 
-    return {
-        "cpu_model": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "pyarrow": pyarrow.__version__,
-        "git_commit": commit.stdout.strip() or None,
-        # The machine is shared: the load says how much of the 2 cores the contenders really had.
-        "load_average_1min": os.getloadavg()[0],
-    }
+    # The machine is shared: the load says how much of the cores the contenders really had.
+    return {**machine_info(), "pyarrow": pyarrow.__version__, "load_average_1min": os.getloadavg()[0]}
 
 
 CONTENDERS = {
@@ -245,19 +225,17 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "tenset_loader",
         "mode": mode,
         "machine": {**_machine(), "load_average_1min_before": load_before},
+        "git_commit": git_commit(),
         "seed": args.seed,
         "settings": {**settings, "hardware_folders": ["platinum-8272", "k80"], "failed_fraction": 0.05},
         "tree": {"record_lines": lines, "bytes": tree_bytes, "generate_seconds": generate_seconds},
         "results": rows,
         "markdown": table,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "tenset_loader.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "tenset_loader.md").write_text(
-        f"# tenset_loader ({mode}, {report['machine']['cpu_model']}, {report['machine']['cores']} cores)\n\n"
-        f"{lines} records, {tree_bytes / 1e6:.0f} MB of JSON lines.\n\n{table}\n"
-    )
-    print(table)
+    machine = report["machine"]
+    title = f"tenset_loader ({mode}, {machine['cpu']}, {machine['cores']} cores)"
+    summary = f"{lines} records, {tree_bytes / 1e6:.0f} MB of JSON lines."
+    write_report("tenset_loader", report, f"# {title}\n\n{summary}\n\n{table}\n", quick=args.quick)
     return 0
 
 

@@ -218,7 +218,18 @@ def _as_table(table_or_frame: pa.Table | pd.DataFrame) -> pa.Table:
         if missing:
             raise KeyError(f"frame lacks schema column(s) {missing}")
         frame = table_or_frame[list(COLUMNS)]
-        return pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
+        # from_pandas reads NaN as null, which the non-nullable float columns reject; NaN is a value there
+        # (latency of an invalid record, unknown FLOPs), so those columns are converted as plain numbers.
+        plain = [field.name for field in SCHEMA if pa.types.is_floating(field.type)]
+        rest_schema = pa.schema([field for field in SCHEMA if field.name not in plain])
+        rest = pa.Table.from_pandas(frame.drop(columns=plain), schema=rest_schema, preserve_index=False)
+        arrays = [
+            pa.array(frame[field.name].to_numpy(dtype=np.float64), type=field.type, from_pandas=False)
+            if field.name in plain
+            else rest.column(field.name)
+            for field in SCHEMA
+        ]
+        return pa.Table.from_arrays(arrays, schema=SCHEMA)
     if table_or_frame.schema.names != list(COLUMNS):
         raise ValueError(
             f"table columns {table_or_frame.schema.names} differ from the schema {list(COLUMNS)}"

@@ -191,9 +191,11 @@ def convert_records(
 ) -> LoadStats:
     """Convert record files/trees to one Parquet dataset file; returns the load statistics.
 
-    Memory is bounded by ``batch_size`` records (per worker, per file in flight) and the writer's row
-    group buffer: a parsed record with its encodings takes ~50 KB in flight (its steps as Python
-    objects), so the default 1000 keeps a batch near 50 MB. With ``workers > 1``,
+    Memory is bounded by ``batch_size`` records and the writer's row-group buffer (10 000 rows), not by
+    the input size: a parsed record with its encodings takes ~50 KB in flight (its steps as Python
+    objects), so the default 1000 keeps a batch near 50 MB. With workers, each worker also holds the
+    converted tables of the file it is on (~4 KB per record; TenSet files hold a few thousand records)
+    and the writer holds at most two finished files per worker. With ``workers > 1``,
     files are converted in parallel processes (parallelism is over files, as TenSet stores one file per
     task and hardware). ``progress`` is called with the number of records written after each batch.
     ``sequence_features=False`` skips the step encoding (see :func:`records_to_arrow`).

@@ -131,8 +131,11 @@ def _parse(line: str, path: str, line_no: int, folder: str) -> AnsorRecord:
     if not isinstance(workload_key, str) or not isinstance(target, str):
         raise TypeError("workload key and target must be strings")
     hardware = _optional(task, 2)
-    if hardware is not None and len(hardware) != len(HARDWARE_PARAM_NAMES):
-        raise ValueError(f"{len(hardware)} hardware params, expected {len(HARDWARE_PARAM_NAMES)}")
+    if hardware is not None:
+        if len(hardware) != len(HARDWARE_PARAM_NAMES):
+            raise ValueError(f"{len(hardware)} hardware params, expected {len(HARDWARE_PARAM_NAMES)}")
+        if not all(type(h) is int or type(h) is float for h in hardware):
+            raise TypeError(f"hardware params {hardware} are not all numbers")
     names = _optional(task, 5)
     steps = state[1]
     costs = result[0]
@@ -182,7 +185,7 @@ def iter_file(
                 continue
             try:
                 record = _parse(stripped, path, line_no, folder)
-            except (ValueError, TypeError, KeyError, IndexError) as error:
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as error:
                 stats.add_corrupt(path, line_no, f"{type(error).__name__}: {error}"[:200])
                 continue
             stats.records += 1

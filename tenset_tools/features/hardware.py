@@ -12,17 +12,10 @@ import numpy as np
 import tvm
 from tvm.target import codegen
 
-#: The eight hardware parameters of Ansor/TenSet records, in their on-disk order.
-HW_FEATURE_NAMES: tuple[str, ...] = (
-    "num_cores",
-    "vector_unit_bytes",
-    "cache_line_bytes",
-    "max_shared_memory_per_block",
-    "max_local_memory_per_block",
-    "max_threads_per_block",
-    "max_vthread_extent",
-    "warp_size",
-)
+from tenset_tools.ansor.records import HARDWARE_PARAM_NAMES
+
+#: The eight hardware parameters of Ansor/TenSet records, in their on-disk order (defined by the format).
+HW_FEATURE_NAMES = HARDWARE_PARAM_NAMES
 
 # Defaults per target kind, as Ansor's HardwareParams filled them (TenSet's records carry exactly these
 # for CPUs and GPUs, e.g. [8, 64, 64, 0, 0, 0, 0, 0] for llvm and [-1, 16, 64, 49152, 2147483647, 1024, 8,

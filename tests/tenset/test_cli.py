@@ -1,10 +1,11 @@
+import json
 import subprocess
 import sys
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, make_record
+from tenset_helpers import REPO, make_record
 
 from tenset_tools.cli import main
 from tenset_tools.schema import (
@@ -106,3 +107,20 @@ def test_module_entry_point(ansor_dir, tmp_path):
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "| records | 1 |" in done.stdout
+
+
+def test_pruning_benchmark_quick_mode(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import common
+    import tenset_prune
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)  # keep the repository's results untouched
+    data = tmp_path / "d.parquet"
+    _dataset(data)
+    assert tenset_prune.main([str(data), "--quick"]) == 0
+    result = json.loads((tmp_path / "tenset_prune_quick.json").read_text())
+    assert [r["flops_coverage"] for r in result["results"]] == [1.0, 0.9]
+    assert result["results"][1]["size_reduction"] > result["results"][0]["size_reduction"]
+    assert result["split"]["train_records"] + result["split"]["test_records"] == 480
+    assert "| pruned / full |" in (tmp_path / "tenset_prune_quick.md").read_text()
+    assert "| pruned / full |" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_record
+from tenset_helpers import make_record
 
 from tenset_tools.prune import compare_pruning, feature_matrix, prune
 from tenset_tools.schema import add_normalised_throughput, records_to_table

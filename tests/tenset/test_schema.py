@@ -5,7 +5,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_record
+from tenset_helpers import make_record
 
 from tenset_tools import schema
 from tenset_tools.schema import (
@@ -134,3 +134,14 @@ def test_streaming_writer_buffers_row_groups(tmp_path):
     # The 3 buffered rows are flushed as groups of at most 2, the last row on close.
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [2, 1, 1]
     assert read_dataset(path)["latency"].iloc[[0, 1, 3]].tolist() == [1.0, 2.0, 4.0]
+
+
+def test_frames_with_nan_latencies_and_flops_round_trip(tmp_path):
+    # Table.from_pandas reads NaN as null: the non-nullable float columns must keep NaN as a value.
+    records = [make_record("t", "c", 1e-3), make_record("t", "c", None, flops=math.nan)]
+    frame = add_normalised_throughput(schema.table_to_frame(records_to_table(records)))
+    path = tmp_path / "nan.parquet"
+    write_dataset(frame, path)
+    back = read_dataset(path)
+    assert back["latency"].iloc[0] == 1e-3 and math.isnan(back["latency"].iloc[1])
+    assert math.isnan(back["flops"].iloc[1]) and back["norm_throughput"].tolist() == [1.0, 0.0]

@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_record
+from tenset_helpers import make_record
 
 from tenset_tools.schema import add_normalised_throughput, records_to_table
 from tenset_tools.split import by_target, by_task, split, within_task
