@@ -74,7 +74,7 @@ def main() -> None:
     lines = [
         f"# Build overhead: {num_batches} batches of {BATCH} conv2d candidates\n",
         f"Machine: {machine['cpu']}, {machine['cores']} cores; target {target_id(target)}; "
-        f"commit {git_commit()[:12]}.\n",
+        f"commit {git_commit(short=True)}.\n",
         "| builder | wall s | s / candidate | failed builds | speed-up vs default |",
         "|---|---:|---:|---:|---:|",
     ]

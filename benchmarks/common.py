@@ -20,14 +20,15 @@ def machine_info() -> dict:
     return {"cpu": model or platform.processor(), "cores": cores, "python": platform.python_version()}
 
 
-def git_commit() -> str:
-    """The commit the benchmark ran on (``-dirty`` when the work tree had uncommitted changes)."""
+def git_commit(short: bool = False) -> str:
+    """The commit the benchmark ran on (``-dirty`` when tracked files had uncommitted changes); ``short``
+    abbreviates the hash to 12 digits (the suffix stays)."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent)
         return done.stdout.strip()
 
-    commit = git("rev-parse", "HEAD") or "unknown"
+    commit = (git("rev-parse", "HEAD") or "unknown")[: 12 if short else None]
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 

@@ -108,7 +108,7 @@ def main() -> None:
     lines = [
         f"# Feature extraction throughput ({count} sampled candidates per workload)\n",
         f"Machine: {machine_info()['cpu']}, {machine_info()['cores']} cores; target {target_id(target)}; "
-        f"commit {git_commit()[:12]}. Candidates per second, best of 3.\n",
+        f"commit {git_commit(short=True)}. Candidates per second, best of 3.\n",
         "| feature | " + " | ".join(figures) + " |",
         "|---|" + "---:|" * len(figures),
     ]

@@ -1,13 +1,17 @@
-"""``tenset-tools``: convert Ansor/TenSet measure records to the dataset format, prune and split datasets.
+"""``tenset-tools``: convert Ansor/TenSet measure records and MetaSchedule databases to the dataset format,
+prune and split datasets.
 
 Each subcommand is a :class:`Command` (name, help, argument setup, run function) listed in
-:data:`COMMANDS`; a new subcommand is one more entry. Flag names follow TenSet's scripts where they mean
-the same thing (``--split-scheme``, ``--train-ratio``, ``--seed``, ``--min-sample-size``, ``--out-file``).
+:data:`COMMANDS`; a new subcommand is one more entry. Other distributions add subcommands through the
+``tenset_tools.commands`` entry-point group (see :func:`_add_plugin_commands`). Flag names follow
+TenSet's scripts where they mean the same thing (``--split-scheme``, ``--train-ratio``, ``--seed``,
+``--min-sample-size``, ``--out-file``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +28,9 @@ class Command(NamedTuple):
     run: Callable[[argparse.Namespace], int]
 
 
-def _markdown_table(rows: list[tuple[str, object]], header: tuple[str, str] = ("quantity", "value")) -> str:
+def markdown_table(rows: list[tuple[str, object]], header: tuple[str, str] = ("quantity", "value")) -> str:
+    """A two-column Markdown table; floats with 4 decimals."""
+
     def cell(value: object) -> str:
         return f"{value:.4f}" if isinstance(value, float) else str(value)
 
@@ -42,36 +48,67 @@ def _add_convert(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="LOG",
         help="Ansor/TenSet record file(s) (JSON lines, log v0.2-v0.6) or directories such as "
-        "dataset/measure_records or dataset/measure_records/<hardware> (searched for *.json)",
+        "dataset/measure_records or dataset/measure_records/<hardware> (searched for *.json); or "
+        "MetaSchedule work dirs (database_workload.json + database_tuning_record.json), one of their "
+        "files, or a directory of work dirs (e.g. a `tenset-tools collect --work-dir`)",
     )
     parser.add_argument("-o", "--out-file", required=True, help="output Parquet dataset file")
-    parser.add_argument("--workers", type=int, default=1, help="parallel processes, over files (default 1)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="parallel processes, over files (default 1; Ansor logs only)"
+    )
     parser.add_argument(
         "--batch-size", type=int, default=1000, help="records converted at a time (memory: ~50 KB each)"
     )
     parser.add_argument(
         "--no-sequence-features",
         action="store_true",
-        help="leave sequence_features empty (about 2.5x faster; the steps stay in the candidate column)",
+        help="leave sequence_features empty (about 2.5x faster; the steps stay in the candidate column; "
+        "Ansor logs only)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _metaschedule_databases(paths: list[str]) -> list[Path]:
+    """The MetaSchedule work dirs among or under ``paths``; raises when only some inputs hold them."""
+    # Only directories and database files can be MetaSchedule inputs: Ansor-only conversions never
+    # pay for importing TVM.
+    candidates = [p for p in paths if Path(p).is_dir() or Path(p).name.startswith("database_")]
+    if not candidates:
+        return []
+    from .metaschedule import find_databases
+
+    found = {path: find_databases(path) for path in paths}
+    databases = [work_dir for work_dirs in found.values() for work_dir in work_dirs]
+    without = [path for path, work_dirs in found.items() if not work_dirs]
+    if databases and without:
+        raise ValueError(
+            f"{without} hold no MetaSchedule database but other inputs do; convert MetaSchedule work dirs "
+            "and Ansor/TenSet logs separately"
+        )
+    return databases
 
 
 def _run_convert(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .ansor import convert_records
-
+    databases = _metaschedule_databases(args.logs)
     start = time.perf_counter()
     with tqdm(unit=" records", disable=args.no_progress, desc="convert") as bar:
-        stats = convert_records(
-            args.logs,
-            args.out_file,
-            batch_size=args.batch_size,
-            workers=args.workers,
-            progress=bar.update,
-            sequence_features=not args.no_sequence_features,
-        )
+        if databases:
+            from .metaschedule import convert_databases
+
+            stats = convert_databases(databases, args.out_file, progress=bar.update)
+        else:
+            from .ansor import convert_records
+
+            stats = convert_records(
+                args.logs,
+                args.out_file,
+                batch_size=args.batch_size,
+                workers=args.workers,
+                progress=bar.update,
+                sequence_features=not args.no_sequence_features,
+            )
     elapsed = time.perf_counter() - start
     print(f"wrote {args.out_file}: {stats.summary()}")
     rows = [
@@ -82,7 +119,7 @@ def _run_convert(args: argparse.Namespace) -> int:
         ("seconds", round(elapsed, 2)),
         ("records/second", round(stats.records / elapsed) if elapsed > 0 else 0),
     ]
-    print(_markdown_table(rows))
+    print(markdown_table(rows))
     for line in stats.corrupt_lines[:20]:
         print(f"corrupt: {line.path}:{line.line_no}: {line.reason}", file=sys.stderr)
     return 0
@@ -91,10 +128,12 @@ def _run_convert(args: argparse.Namespace) -> int:
 # prune ------------------------------------------------------------------------------------------------
 
 
-def _add_split_options(parser: argparse.ArgumentParser) -> None:
+def add_split_options(parser: argparse.ArgumentParser, default: str | None = "within_task") -> None:
+    """``--split-scheme``, ``--train-ratio``, ``--seed``, ``--test-targets`` (``default=None``: no split
+    unless asked for)."""
     from .split import SPLIT_SCHEMES
 
-    parser.add_argument("--split-scheme", choices=sorted(SPLIT_SCHEMES), default="within_task")
+    parser.add_argument("--split-scheme", choices=sorted(SPLIT_SCHEMES), default=default)
     parser.add_argument("--train-ratio", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -104,7 +143,8 @@ def _add_split_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _split_options(args: argparse.Namespace) -> dict:
+def split_options(args: argparse.Namespace) -> dict:
+    """Keyword options of :func:`tenset_tools.split.split` from the parsed split arguments."""
     options = {}
     if args.test_targets:
         if args.split_scheme != "by_target":
@@ -143,7 +183,7 @@ def _add_prune(parser: argparse.ArgumentParser) -> None:
         help="also split the input, prune the training side, and compare the pairwise accuracy of an "
         "XGBoost baseline trained on pruned vs full data",
     )
-    _add_split_options(parser)
+    add_split_options(parser)
 
 
 def _run_prune(args: argparse.Namespace) -> int:
@@ -162,11 +202,11 @@ def _run_prune(args: argparse.Namespace) -> int:
     write_dataset(pruned, args.out_file, frame.attrs.get("hw_feature_names"))
     rows = list(report.as_dict().items())
     if args.evaluate:
-        train, test = split(frame, args.split_scheme, args.train_ratio, args.seed, **_split_options(args))
+        train, test = split(frame, args.split_scheme, args.train_ratio, args.seed, **split_options(args))
         pruned_train, _ = prune(train, **settings)
         rows += list(compare_pruning(train, pruned_train, test, seed=args.seed).items())
     print(f"wrote {args.out_file}")
-    print(_markdown_table(rows))
+    print(markdown_table(rows))
     return 0
 
 
@@ -175,7 +215,7 @@ def _run_prune(args: argparse.Namespace) -> int:
 
 def _add_split(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="Parquet dataset file")
-    _add_split_options(parser)
+    add_split_options(parser)
     parser.add_argument("--train-out", help="train Parquet file (default: <dataset>_train.parquet)")
     parser.add_argument("--test-out", help="test Parquet file (default: <dataset>_test.parquet)")
 
@@ -185,7 +225,7 @@ def _run_split(args: argparse.Namespace) -> int:
     from .split import split
 
     frame = read_dataset(args.dataset)
-    train, test = split(frame, args.split_scheme, args.train_ratio, args.seed, **_split_options(args))
+    train, test = split(frame, args.split_scheme, args.train_ratio, args.seed, **split_options(args))
     source = Path(args.dataset)
     outputs = {
         "train": (train, args.train_out or source.with_name(f"{source.stem}_train.parquet")),
@@ -199,30 +239,56 @@ def _run_split(args: argparse.Namespace) -> int:
             (f"{side} tasks", part["task_id"].nunique()),
             (f"{side} file", path),
         ]
-    print(_markdown_table(rows))
+    print(markdown_table(rows))
     return 0
 
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "convert", "convert Ansor/TenSet measure records to a Parquet dataset", _add_convert, _run_convert
+        "convert",
+        "convert Ansor/TenSet measure records or MetaSchedule databases to a Parquet dataset",
+        _add_convert,
+        _run_convert,
     ),
     Command("prune", "FLOPs-aware pruning of a dataset (Verma et al. 2023)", _add_prune, _run_prune),
     Command("split", "split a dataset: within_task, by_task or by_target", _add_split, _run_split),
 )
 
 
+#: Entry-point group of the subcommands other distributions add (``tvm-transfer``: collect, train, eval).
+PLUGIN_GROUP = "tenset_tools.commands"
+
+
+def _add_plugin_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Let each ``tenset_tools.commands`` entry point add its subcommand.
+
+    An entry point is a callable ``register(subparsers)`` that adds one parser whose defaults set ``run``
+    (``args -> exit code``). This is how commands that need the TVM plug-ins join this command line
+    without this package importing them (dependencies point one way). A plug-in that fails to load is
+    reported and left out.
+    """
+    for entry_point in sorted(importlib.metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            register = entry_point.load()
+        except Exception as error:  # a broken plug-in must not take the built-in commands down
+            print(f"tenset-tools: command {entry_point.name!r} unavailable ({error})", file=sys.stderr)
+            continue
+        register(subparsers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tenset-tools",
         description="TenSet-style datasets for TVM cost models: convert Ansor/TenSet measure records "
-        "(dataset/measure_records/<hardware>/*.json) to Parquet, prune and split them.",
+        "(dataset/measure_records/<hardware>/*.json) and MetaSchedule databases to Parquet, prune and "
+        "split them; with tvm-transfer installed also collect, train and eval.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(sub)
         sub.set_defaults(run=command.run)
+    _add_plugin_commands(subparsers)
     return parser
 
 

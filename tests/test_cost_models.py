@@ -8,7 +8,7 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.cost_models import CostModelFileError, make_cost_model
+from tvm_transfer.cost_models import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_models.gbdt import LightGBMCostModel, XGBoostCostModel
 from tvm_transfer.cost_models.mlp import MLPCostModel
 from tvm_transfer.measure import PersistentBuilder, local_runner
@@ -135,3 +135,37 @@ def test_other_version_and_other_model_are_refused(measured, tmp_path):
 def test_unknown_model_name():
     with pytest.raises(ValueError, match="unknown cost model 'gbm'"):
         make_cost_model("gbm")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_feature_matrix_api_matches_the_metaschedule_path(name, measured, tmp_path):
+    context, candidates, results = measured
+    tuned = make_cost_model(name, seed=2)
+    tuned.update(context, candidates, results)
+    # The same rows through fit_features: features of the candidates, targets = normalised throughput.
+    features = tuned.features(context, candidates)
+    seconds = np.array([np.mean([float(s) for s in r.run_secs]) for r in results])
+    fitted = make_cost_model(name, seed=2).fit_features(features, seconds.min() / seconds, ["t"] * 16)
+    np.testing.assert_allclose(
+        fitted.predict_features(features), tuned.predict(context, candidates), rtol=1e-5
+    )
+    np.testing.assert_array_equal(fitted.predict(context, candidates), fitted.predict_features(features))
+    # Rows added by fit_features are saved and loaded like measurements, and update adds to them.
+    path = tmp_path / "fitted.model"
+    fitted.save(str(path))
+    restored = load_cost_model(path)
+    assert type(restored._inst) is MODELS[name]._cls and restored.num_samples == 16
+    np.testing.assert_array_equal(restored.predict_features(features), fitted.predict_features(features))
+    restored.update(context, candidates[:4], results[:4])
+    assert restored.num_samples == 20
+
+
+def test_feature_matrix_api_errors():
+    model = make_cost_model("xgboost")
+    with pytest.raises(RuntimeError, match="not been fitted"):
+        model.predict_features(np.zeros((2, 336), np.float32))
+    with pytest.raises(ValueError, match="2 feature rows, 3 targets"):
+        model.fit_features(np.zeros((2, 336)), [1.0, 0.5, 0.2], ["a", "a", "a"])
+    model.fit_features(np.random.default_rng(0).random((8, 336)), np.linspace(0.1, 1, 8), ["a"] * 8)
+    with pytest.raises(ValueError, match="width 10"):
+        model.fit_features(np.zeros((2, 10)), [1.0, 0.5], ["b", "b"])

@@ -39,9 +39,14 @@ def _work_dir(args: argparse.Namespace, name: str) -> Path:
     return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{args.cost_model}"
 
 
-def _write_json(path: str | None, result) -> None:
-    if path:
-        Path(path).write_text(json.dumps(asdict(result), indent=1, default=float))
+def _report(args: argparse.Namespace, result) -> int:
+    """Print a tuning result (and its time breakdown with ``--profile``); save it with ``--json``."""
+    print(result.table())
+    if args.profile:
+        _print_profile(result.profile)
+    if args.json:
+        Path(args.json).write_text(json.dumps(asdict(result), indent=1, default=float))
+    return 0
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -59,11 +64,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         options=_options(args),
         reference=not args.no_reference,
     )
-    print(result.table())
-    if args.profile:
-        _print_profile(result.profile)
-    _write_json(args.json, result)
-    return 0
+    return _report(args, result)
 
 
 def _cmd_tune_network(args: argparse.Namespace) -> int:
@@ -76,11 +77,7 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
         target=_target(args),
         options=_options(args),
     )
-    print(result.table())
-    if args.profile:
-        _print_profile(result.profile)
-    _write_json(args.json, result)
-    return 0
+    return _report(args, result)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:

@@ -7,45 +7,30 @@ time-out and the candidates are silently stored as failures. Building an already
 need the intrinsic registry (tensorization happened when the schedule was made, in the tuning process), so
 :func:`fast_build` skips that import: 64 conv2d candidates built in 18.4 s instead of 24.9 s with the cheap
 import below (2 workers). The tuning process itself still needs the registry; there a cheap frame walker
-stands in for ``inspect.stack`` during the import.
+stands in for ``inspect.stack`` during the import (:mod:`tenset_tools.features.context`).
 """
 
 from __future__ import annotations
 
-import inspect
-import sys
+import functools
+import os
 from typing import Any
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import MapResult, PopenPoolExecutor, StatusKind
 
+from tenset_tools.features.context import import_tensor_intrin_fast
 from tvm_transfer.target import host_core_count
 
-_TENSOR_INTRIN = "tvm.s_tir.tensor_intrin"
-
-
-def _frames_without_source(context: int = 1) -> list[inspect.FrameInfo]:
-    # Same frames as inspect.stack(), minus the source lines and module look-ups nobody here reads.
-    frame = sys._getframe(1)
-    frames = []
-    while frame is not None:
-        code = frame.f_code
-        frames.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
-        frame = frame.f_back
-    return frames
-
-
-def import_tensor_intrin_fast() -> None:
-    """Import ``tvm.s_tir.tensor_intrin`` in ~3 s instead of ~30 s (no-op when already imported)."""
-    if _TENSOR_INTRIN in sys.modules:
-        return
-    original = inspect.stack
-    inspect.stack = _frames_without_source
-    try:
-        __import__(_TENSOR_INTRIN)
-    finally:
-        inspect.stack = original
+__all__ = [
+    "PersistentBuilder",
+    "build_and_export",
+    "evaluator_config",
+    "fast_build",
+    "import_tensor_intrin_fast",
+    "local_runner",
+]
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:
@@ -115,10 +100,30 @@ def _builder_result(result: MapResult, timeout_sec: float) -> ms.builder.Builder
     return ms.builder.BuilderResult(None, f"PersistentBuilder: an exception occurred\n{result.value}")
 
 
+def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
+    """Time each candidate ``repeat`` times, each the mean of ``number`` runs lasting at least
+    ``min_repeat_ms`` milliseconds in total (the settings of every runner here)."""
+    return ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+
 def local_runner(
-    number: int = 3, repeat: int = 1, min_repeat_ms: int = 50, timeout_sec: float = 30.0
+    number: int = 3,
+    repeat: int = 1,
+    min_repeat_ms: int = 50,
+    timeout_sec: float = 30.0,
+    num_threads: int | None = None,
 ) -> ms.runner.LocalRunner:
-    """A ``LocalRunner`` timing each candidate ``repeat`` times, each the mean of ``number`` runs lasting at
-    least ``min_repeat_ms`` milliseconds in total."""
-    config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=config)
+    """A ``LocalRunner`` with :func:`evaluator_config`. ``num_threads`` sets the threads the measured
+    programs run on (TVM's ``TVM_NUM_THREADS``, set in the runner's worker before its thread pool starts),
+    so that a target is measured on as many cores as its ``num-cores``. Without it TVM's runtime takes
+    half the logical CPUs (it assumes hyper-threading): a single thread on a 2-vCPU machine."""
+    initializer = functools.partial(_limit_threads, num_threads) if num_threads else None
+    return ms.runner.LocalRunner(
+        timeout_sec=timeout_sec,
+        evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
+        initializer=initializer,
+    )
+
+
+def _limit_threads(num_threads: int) -> None:
+    os.environ["TVM_NUM_THREADS"] = str(num_threads)

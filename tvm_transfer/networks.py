@@ -66,6 +66,28 @@ class BertTinyLayer(nn.Module):
         return self.norm2(x + self.ffn(x))
 
 
+class MobileNetV2Block(nn.Module):
+    """MobileNet-V2's inverted residual block (1x1 expand x6, ReLU6; 3x3 depthwise, ReLU6; 1x1 project;
+    identity shortcut), 32 channels at 28x28 as in the network's third stage."""
+
+    def __init__(self, channels: int = 32, expansion: int = 6) -> None:
+        super().__init__()
+        hidden = channels * expansion
+        self.layers = nn.Sequential(
+            nn.Conv2d(channels, hidden, 1, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(),
+            nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(),
+            nn.Conv2d(hidden, channels, 1, bias=False),
+            nn.BatchNorm2d(channels),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.layers(x)
+
+
 @dataclass(frozen=True)
 class NetworkSpec:
     """A network by name: its module factory and its input shape (batch first)."""
@@ -78,6 +100,7 @@ NETWORKS: dict[str, NetworkSpec] = {
     "resnet_block": NetworkSpec(ResNetBasicBlock, (1, 64, 56, 56)),
     "mlp": NetworkSpec(MLP, (1, 784)),
     "bert_tiny_layer": NetworkSpec(BertTinyLayer, (1, 64, 128)),
+    "mobilenet_v2_block": NetworkSpec(MobileNetV2Block, (1, 32, 28, 28)),
 }
 
 

@@ -92,10 +92,14 @@ class TuneResult:
 class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     """Measure callback that advances a progress bar per measured batch and records the latencies."""
 
-    def __init__(self, total: int, enabled: bool = True) -> None:
+    def __init__(self, total: int, enabled: bool = True, bar: tqdm | None = None) -> None:
         super().__init__()
         self.latencies: list[float] = []
-        self._bar = tqdm(total=total, unit="trial", disable=not enabled, desc="tuning")
+        # A caller's bar (e.g. one over a whole collection) is advanced but left open.
+        self._own_bar = bar is None
+        self._bar = (
+            bar if bar is not None else tqdm(total=total, unit="trial", disable=not enabled, desc="tuning")
+        )
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
         for built, ran in zip(builder_results, runner_results, strict=True):
@@ -106,7 +110,8 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self._bar.update(len(runner_results))
 
     def close(self) -> None:
-        self._bar.close()
+        if self._own_bar:
+            self._bar.close()
 
 
 def _database(work_dir: Path) -> ms.database.JSONDatabase:
@@ -135,21 +140,35 @@ def _best_seconds(records: Sequence) -> float:
     return min(costs, default=float("inf"))
 
 
+@dataclass
+class Measurement:
+    """How candidates are measured, when the caller owns it: a builder (kept running across calls; the
+    caller shuts it down), a runner (e.g. an ``RPCRunner``) and a progress bar shared over several runs.
+    ``None`` fields take the defaults: a fresh :class:`PersistentBuilder`, :func:`local_runner`, a bar per
+    run."""
+
+    builder: PersistentBuilder | None = None
+    runner: ms.runner.Runner | None = None
+    progress_bar: tqdm | None = None
+
+
 def _tune_contexts(
     contexts: list[ms.TuneContext],
     weights: list[float],
     work_dir: Path,
     cost_model: str | ms.CostModel,
     options: TuneOptions,
+    measure: Measurement | None = None,
 ) -> tuple[list[float], dict[str, float], int, float, list[list]]:
     """Run MetaSchedule on ``contexts``; returns (latencies of this run, profile, previous trial count,
     wall seconds, records per context)."""
+    measure = measure or Measurement()
     database = _database(work_dir)
     previous = [_records_of(database, ctx.mod) for ctx in contexts]
     done = sum(len(r) for r in previous)
     remaining = max(options.trials - done, 0)
     model = make_cost_model(cost_model, seed=options.seed) if isinstance(cost_model, str) else cost_model
-    progress = ProgressCallback(remaining, options.progress)
+    progress = ProgressCallback(remaining, options.progress, measure.progress_bar)
     start = time.perf_counter()
     profile: dict[str, float] = {}
     if remaining:
@@ -158,7 +177,11 @@ def _tune_contexts(
             for ctx, records in zip(contexts, previous, strict=True):
                 _warm_start(model, ctx, records)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), progress]
-        builder = PersistentBuilder()
+        builder = measure.builder or PersistentBuilder()
+        # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
+        # measure on as many threads as the target has cores.
+        cores = int(contexts[0].target.attrs.get("num-cores", 0)) or None
+        runner = measure.runner or local_runner(num_threads=cores)
         with ms.Profiler() as profiler:
             try:
                 ms.tune_tasks(
@@ -168,14 +191,15 @@ def _tune_contexts(
                     max_trials_global=remaining,
                     num_trials_per_iter=options.trials_per_iter,
                     builder=builder,
-                    runner=local_runner(),
+                    runner=runner,
                     database=database,
                     cost_model=model,
                     measure_callbacks=callbacks,
                     task_scheduler="gradient",
                 )
             finally:
-                builder.shutdown()
+                if measure.builder is None:
+                    builder.shutdown()
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}
     progress.close()
     elapsed = time.perf_counter() - start
@@ -273,7 +297,9 @@ class NetworkTuneResult:
         return "\n".join(lines)
 
 
-def _network_tasks(name: str, target: tvm.target.Target) -> list:
+def extract_network_tasks(name: str, target: tvm.target.Target) -> list:
+    """The MetaSchedule tasks (``ExtractedTask``: name, module, weight) of a network of
+    :data:`tvm_transfer.networks.NETWORKS`, extracted as ``compile_network`` will look them up."""
     from tvm_transfer.networks import fused_for_extraction, import_network, prepare_for_inference
 
     mod = prepare_for_inference(import_network(name))
@@ -287,19 +313,23 @@ def tune_network(
     cost_model: str | ms.CostModel = "xgboost",
     target: tvm.target.Target | dict | None = None,
     options: TuneOptions | None = None,
+    tasks: Sequence | None = None,
+    measure: Measurement | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of a network of :data:`tvm_transfer.networks.NETWORKS`; ``options.trials`` is the
-    budget for the whole network, shared by MetaSchedule's gradient task scheduler."""
+    budget for the whole network (measured records already in ``work_dir`` count), shared by
+    MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to some of the network's
+    :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder, runner or progress bar."""
     options = options or TuneOptions()
     target = as_target(target)
     import_tensor_intrin_fast()
-    extracted = _network_tasks(name, target)
+    extracted = list(tasks) if tasks is not None else extract_network_tasks(name, target)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted, str(work_dir), strategy=_evolutionary(options), num_threads=_num_threads(options),
         seed=options.seed,
     )  # fmt: skip
     latencies, profile, _, elapsed, records = _tune_contexts(
-        list(contexts), list(weights), Path(work_dir), cost_model, options
+        list(contexts), list(weights), Path(work_dir), cost_model, options, measure
     )
     tasks = [
         (

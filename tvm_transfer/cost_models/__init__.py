@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from tvm.s_tir import meta_schedule as ms
 
@@ -12,6 +13,7 @@ from tvm_transfer.cost_models.base import (
     LearnedCostModel,
     normalised_throughput,
     runner_seconds,
+    saved_model_class,
 )
 
 
@@ -57,6 +59,20 @@ COST_MODELS: dict[str, Callable[..., ms.CostModel]] = {
 }
 
 
+# Saved-model class name -> COST_MODELS name, for the models that save themselves (ours).
+_SAVED_CLASSES = {"XGBoostCostModel": "xgboost", "LightGBMCostModel": "lightgbm", "MLPCostModel": "mlp"}
+
+
+def load_cost_model(path: str | Path) -> ms.CostModel:
+    """Load a model saved by ``LearnedCostModel.save``, whichever of our classes it is."""
+    saved = saved_model_class(path)
+    if saved not in _SAVED_CLASSES:
+        raise CostModelFileError(f"{path}: holds a {saved} model, not one of {sorted(_SAVED_CLASSES)}")
+    model = make_cost_model(_SAVED_CLASSES[saved])
+    model.load(str(path))
+    return model
+
+
 def make_cost_model(name: str, **kwargs) -> ms.CostModel:
     """Create a cost model by name (see :data:`COST_MODELS`); ``kwargs`` go to its constructor."""
     try:
@@ -71,7 +87,9 @@ __all__ = [
     "FORMAT_VERSION",
     "CostModelFileError",
     "LearnedCostModel",
+    "load_cost_model",
     "make_cost_model",
     "normalised_throughput",
     "runner_seconds",
+    "saved_model_class",
 ]

@@ -121,10 +121,47 @@ class LearnedCostModel(PyCostModel):
         """Add measured candidates (of one workload) and refit on everything seen so far."""
         if not candidates:
             return
-        self._features.append(self.features(context, candidates))
-        self._costs.extend(runner_seconds(r) for r in results)
-        self._groups.extend([shash2hex(context.mod)] * len(candidates))
+        costs = [runner_seconds(r) for r in results]
+        self._add(self.features(context, candidates), costs, [shash2hex(context.mod)] * len(candidates))
         self.refit()
+
+    def fit_features(
+        self, features: np.ndarray, targets: Sequence[float], groups: Sequence
+    ) -> LearnedCostModel:
+        """Add rows given as a feature matrix and refit on everything the model holds (scikit-learn-like).
+
+        ``features`` has the columns of :meth:`features` (pooled kernel features, then the 8 hardware
+        features when ``use_hardware_features``); ``targets`` are normalised throughputs (1 = best of its
+        group, 0 = failed) and ``groups`` the group of each row (e.g. its task and target). The rows are
+        kept like measurements (as relative costs 1/target, renormalised per group), so :meth:`save`
+        stores them and later :meth:`update` calls (tuning after pre-training) train on them too.
+        """
+        targets = np.asarray(targets, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            costs = np.where(targets > 0, 1.0 / np.maximum(targets, 1e-300), np.inf)
+        self._add(np.asarray(features, dtype=np.float32), list(costs), [str(g) for g in groups])
+        self.refit()
+        return self
+
+    def predict_features(self, features: np.ndarray) -> np.ndarray:
+        """Predicted normalised throughput of feature rows (the columns of :meth:`features`)."""
+        if not self._fitted:
+            raise RuntimeError(
+                f"{type(self).__name__} has not been fitted: call fit_features or update first"
+            )
+        return np.asarray(self._predict(np.asarray(features, dtype=np.float32)), dtype=np.float64)
+
+    def _add(self, features: np.ndarray, costs: Sequence[float], groups: Sequence[str]) -> None:
+        if not len(features) == len(costs) == len(groups):
+            raise ValueError(f"{len(features)} feature rows, {len(costs)} targets, {len(groups)} groups")
+        if self._features and features.shape[1] != self._features[0].shape[1]:
+            raise ValueError(
+                f"feature rows of width {features.shape[1]}, but the model holds rows of width "
+                f"{self._features[0].shape[1]}"
+            )
+        self._features.append(features)
+        self._costs.extend(float(c) for c in costs)
+        self._groups.extend(groups)
 
     def refit(self) -> None:
         """Fit the estimator on all collected measurements (no-op without any successful one)."""
@@ -139,7 +176,7 @@ class LearnedCostModel(PyCostModel):
         """Predicted normalised throughput (higher is better); uniform random scores before any update."""
         if not self._fitted:
             return self._rng.uniform(size=len(candidates))
-        return np.asarray(self._predict(self.features(context, candidates)), dtype=np.float64)
+        return self.predict_features(self.features(context, candidates))
 
     # ---- persistence -----------------------------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
@@ -177,7 +214,14 @@ class LearnedCostModel(PyCostModel):
             self._load_state(blob)
 
 
-def _read_archive(path: Path, expected_model: str) -> tuple[dict, Any, bytes | None]:
+def saved_model_class(path: str | Path) -> str:
+    """Class name of the model saved at ``path`` (e.g. ``"XGBoostCostModel"``); raises
+    :class:`CostModelFileError` for a file that is not a saved model of this format version."""
+    meta, _, _ = _read_archive(Path(path), None)
+    return str(meta.get("model"))
+
+
+def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, bytes | None]:
     expected = f"a {_FORMAT_NAME} archive, format version {FORMAT_VERSION}"
     try:
         with zipfile.ZipFile(path) as archive:
@@ -193,7 +237,7 @@ def _read_archive(path: Path, expected_model: str) -> tuple[dict, Any, bytes | N
             f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r}, expected "
             f"{expected}; retrain the model with this version of tvm-transfer and save it again"
         )
-    if meta.get("model") != expected_model:
+    if expected_model is not None and meta.get("model") != expected_model:
         raise CostModelFileError(
             f"{path}: holds a {meta.get('model')} model; load it with {meta.get('model')}, "
             f"not {expected_model}"
