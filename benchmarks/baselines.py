@@ -121,6 +121,8 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
     args = parser.parse_args()
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    # before any (tracked) result file is rewritten, which would mark the tree dirty
+    commit, commit_label = git_commit(), git_commit(short=True)
     trials = args.trials or (16 if args.quick else 64)
     tasks = dict(list(TASKS.items())[:1]) if args.quick else TASKS
     options = TuneOptions(
@@ -144,14 +146,14 @@ def main() -> None:
     header = (
         f"# Baseline cost models, {trials} trials per task\n\n"
         f"Machine: {machine['cpu']}, {machine['cores']} cores; target {target_id(host_target())}; "
-        f"commit {git_commit(short=True)}; seed {args.seed}; population {options.population_size}, "
+        f"commit {commit_label}; seed {args.seed}; population {options.population_size}, "
         f"{options.trials_per_iter} candidates per batch. best@N: best latency after N trials (ratio to the "
         f"best any contender found). Phase columns are seconds from MetaSchedule's profiler.\n\n"
     )
     report = {
         "machine": machine,
         "target": str(host_target()),
-        "commit": git_commit(),
+        "commit": commit,
         "seed": args.seed,
         "settings": {"trials": trials, "tasks": tasks, "options": vars(options), "contenders": args.models},
         "pytorch_reference_seconds": references,
