@@ -79,7 +79,7 @@ def main() -> None:
         "|---|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {name} | {f['seconds']:.1f} | {f['per_candidate']:.2f} | {f['failures']}/{f['built']} | "
+        f"| {name} | {f['seconds']:.1f} | {f['seconds_per_candidate']:.2f} | {f['failures']}/{f['built']} | "
         f"{baseline / f['seconds']:.2f}x |"
         for name, f in figures.items()
     ]
