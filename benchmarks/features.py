@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable
 
-import tvm
 from common import git_commit, machine_info, write_report
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
@@ -41,7 +40,7 @@ WORKLOADS = {"conv2d": (1, 14, 14, 256, 256, 3, 1, 1), "matmul": (512, 512, 512)
 
 def sample(kind: str, shape: tuple[int, ...], count: int, target) -> tuple[ms.TuneContext, list]:
     workload = make_workload(kind, shape)
-    mod = tvm.IRModule({"main": workload.prim_func().with_attr("global_symbol", "main")})
+    mod = workload.ir_module()
     context = ms.TuneContext(
         mod=mod,
         target=target,

@@ -9,7 +9,7 @@ from tvm_transfer.workloads import Workload
 
 
 def tune_context(workload: Workload, target: tvm.target.Target) -> ms.TuneContext:
-    mod = tvm.IRModule({"main": workload.prim_func().with_attr("global_symbol", "main")})
+    mod = workload.ir_module()
     return ms.TuneContext(
         mod=mod,
         target=target,

@@ -232,7 +232,7 @@ def tune_workload(
     options = options or TuneOptions()
     target = as_target(target)
     import_tensor_intrin_fast()  # TuneContext imports it; the slow path costs ~30 s per process
-    mod = tvm.IRModule({"main": workload.prim_func().with_attr("global_symbol", "main")})
+    mod = workload.ir_module()
     context = ms.TuneContext(
         mod=mod,
         target=target,
@@ -263,7 +263,7 @@ def tune_workload(
 
 def best_schedule(workload: Workload, work_dir: str | Path, target: tvm.target.Target | dict | None = None):
     """The best tuned schedule of ``workload`` in ``work_dir``'s database (``None`` if never measured)."""
-    mod = tvm.IRModule({"main": workload.prim_func().with_attr("global_symbol", "main")})
+    mod = workload.ir_module()
     return _database(Path(work_dir)).query_schedule(mod, as_target(target), workload.name)
 
 
@@ -399,10 +399,10 @@ def compile_network(
 def _torch_seconds(spec, example: np.ndarray) -> float:
     import torch
 
-    from tvm_transfer.workloads import _median_seconds
+    from tvm_transfer.workloads import median_seconds
 
     torch.manual_seed(0)
     model = spec.factory().eval()
     x = torch.from_numpy(example)
     with torch.no_grad():
-        return _median_seconds(lambda: model(x), min_seconds=0.2, repeats=5)
+        return median_seconds(lambda: model(x), min_seconds=0.2, repeats=5)

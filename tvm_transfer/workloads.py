@@ -49,6 +49,10 @@ class Workload:
     def prim_func(self) -> tvm.tirx.PrimFunc:
         return te.create_prim_func(self.tensors())
 
+    def ir_module(self) -> tvm.IRModule:
+        """The operator as the one-function module MetaSchedule tunes (entry ``main``)."""
+        return tvm.IRModule({"main": self.prim_func().with_attr("global_symbol", "main")})
+
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [tuple(int(d) for d in t.shape) for t in self.tensors()[:-1]]
 
@@ -78,10 +82,12 @@ class Workload:
         prepare, compute, _ = _TORCH_OPS[self.kind]
         with torch.no_grad():
             native = prepare(self.shape, *(torch.from_numpy(x) for x in self.random_inputs()))
-            return _median_seconds(lambda: compute(self.shape, *native), min_seconds, repeats)
+            return median_seconds(lambda: compute(self.shape, *native), min_seconds, repeats)
 
 
-def _median_seconds(fn: Callable[[], object], min_seconds: float, repeats: int) -> float:
+def median_seconds(fn: Callable[[], object], min_seconds: float, repeats: int) -> float:
+    """Median wall time of one call of ``fn`` in seconds, over ``repeats`` timed groups of calls that
+    together last about ``min_seconds``, after one warm-up call."""
     fn()  # warm-up: allocations, kernel selection
     start, calls = time.perf_counter(), 0
     while time.perf_counter() - start < min_seconds / repeats:
