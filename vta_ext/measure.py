@@ -36,6 +36,37 @@ class MeasureResult:
     hidden_features: list[float] | None = None
 
 
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of compiling one configuration without timing it (ML2Tuner's cheap "compile" step).
+
+    ``ok`` is False when the compiler rejects the configuration (``error_stage`` is then ``compile`` or
+    ``hw``); a configuration that compiles may still fail at run time, which only :func:`measure` reveals.
+    ``hidden_features`` (HIDDEN_FEATURE_NAMES order) is None when compilation failed.
+    """
+
+    ok: bool
+    error_kind: str | None
+    error_stage: str | None
+    error: str | None
+    visible_features: list[float]
+    hidden_features: list[float] | None
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+def compile_only(workload: Workload, knobs: Knobs, hw: HwConfig) -> CompileResult:
+    """Compile ``knobs`` for ``workload`` on ``hw`` and profile the instruction stream (counters only),
+    without the timing simulation: the hidden features, or the compile error."""
+    visible = visible_features(workload, knobs, hw)
+    try:
+        program = compile_program(workload, knobs, hw)
+        graph = token_graph(program.insns)
+    except InvalidConfigError as error:
+        return CompileResult(False, error.kind, error.stage, str(error), visible, None)
+    counters = profile(program)
+    return CompileResult(True, None, None, None, visible, hidden_features(program, counters, graph), counters)
+
+
 def measure(
     workload: Workload,
     knobs: Knobs,

@@ -15,20 +15,30 @@ from tenset_tools.features.hardware import (
     target_id,
 )
 from tenset_tools.features.kernel import PER_STORE_WIDTH, POOLED_WIDTH, KernelFeatureExtractor, pool_per_store
+from tenset_tools.features.lowered import (
+    LOWERED_FEATURE_NAMES,
+    LoweringError,
+    candidate_lowered_features,
+    lowered_features,
+)
 from tenset_tools.features.trace import TRACE_ROW_WIDTH, candidate_trace_json, encode_trace, encode_traces
 
 __all__ = [
     "HW_FEATURE_NAMES",
+    "LOWERED_FEATURE_NAMES",
     "PER_STORE_WIDTH",
     "POOLED_WIDTH",
     "TRACE_ROW_WIDTH",
     "KernelFeatureExtractor",
+    "LoweringError",
     "UnsupportedTargetError",
+    "candidate_lowered_features",
     "candidate_trace_json",
     "encode_trace",
     "encode_traces",
     "hardware_features",
     "hardware_params",
+    "lowered_features",
     "pool_per_store",
     "target_id",
 ]

@@ -1,0 +1,112 @@
+"""ML2Tuner's multi-level model for MetaSchedule on CPUs: a validity head and an advanced head.
+
+Each candidate is described by the pooled per-store kernel features, the target's hardware vector and the
+*lowered-IR* features of its schedule (:mod:`tenset_tools.features.lowered`: loop nest, allocations per
+scope, vector / parallel extents, stores, unrolled size) — the CPU analogue of VTA's hidden compilation
+features. The validity head (:class:`~tvm_transfer.ml2tuner.models.ValidityModel`) learns from build and
+run failures, which MetaSchedule reports as runner errors (stored as 1e10-second costs); the advanced head
+(:class:`~tvm_transfer.ml2tuner.models.AdvancedModel`) learns normalised throughput from the valid ones.
+Candidates the validity head rejects, and candidates that cannot even be lowered, get a score below any
+valid prediction, so the search does not send them to the builder.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
+
+from tenset_tools.features.lowered import LOWERED_FEATURE_NAMES, candidate_lowered_features
+from tvm_transfer.cost_models.base import LearnedCostModel
+from tvm_transfer.ml2tuner.models import AdvancedModel, ValidityModel
+
+#: Score of candidates predicted invalid (valid predictions are normalised throughputs, around 0..1).
+INVALID_SCORE = -1.0
+
+
+@derived_object
+class MultiLevelCostModel(LearnedCostModel):
+    """V (validity) + A (throughput on kernel, hardware and lowered-IR features) as one PyCostModel.
+
+    Parameters
+    ----------
+    target_recall:
+        Share of valid candidates V's threshold keeps (out-of-fold estimate).
+    use_lowered_features:
+        Append the lowered-IR features (about 0.05-0.15 s of lowering per new candidate, cached by
+        structural hash); without them A sees the kernel and hardware features only.
+    seed, use_hardware_features:
+        As :class:`~tvm_transfer.cost_models.base.LearnedCostModel`.
+    """
+
+    hyper_parameters: ClassVar[tuple[str, ...]] = (
+        "seed",
+        "use_hardware_features",
+        "use_lowered_features",
+        "target_recall",
+    )
+
+    def __init__(
+        self,
+        *,
+        target_recall: float = 0.95,
+        use_lowered_features: bool = True,
+        seed: int = 0,
+        use_hardware_features: bool = True,
+    ) -> None:
+        super().__init__(seed=seed, use_hardware_features=use_hardware_features)
+        self.target_recall = target_recall
+        self.use_lowered_features = use_lowered_features
+        self._lowered: dict[str, tuple[np.ndarray, bool]] = {}
+        self._validity: ValidityModel | None = None
+        self._advanced: AdvancedModel | None = None
+        self.n_filtered = 0  # candidates scored INVALID_SCORE so far (predicted invalid or not lowerable)
+
+    def features(self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate]) -> np.ndarray:
+        """Kernel (+ hardware) features, then LOWERED_FEATURE_NAMES and a "lowered ok" column."""
+        base = super().features(context, candidates)
+        if not self.use_lowered_features:
+            return base
+        keys = [shash2hex(c.sch.mod) for c in candidates]
+        todo = [i for i, k in enumerate(keys) if k not in self._lowered]
+        if todo:
+            rows, ok = candidate_lowered_features(context.target, [candidates[i] for i in todo])
+            for j, i in enumerate(todo):
+                self._lowered[keys[i]] = (rows[j], bool(ok[j]))
+        lowered = np.array([self._lowered[k][0] for k in keys], dtype=np.float32)
+        ok = np.array([[self._lowered[k][1]] for k in keys], dtype=np.float32)
+        return np.hstack([base, lowered.reshape(len(keys), len(LOWERED_FEATURE_NAMES)), ok])
+
+    def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
+        valid = targets > 0
+        self._validity = ValidityModel(target_recall=self.target_recall, seed=self.seed).fit(features, valid)
+        self._advanced = AdvancedModel(seed=self.seed).fit(features[valid], targets[valid])
+
+    def _predict(self, features: np.ndarray) -> np.ndarray:
+        keep = self._validity.predict(features)
+        if self.use_lowered_features:
+            keep &= features[:, -1] > 0  # a candidate that cannot be lowered cannot be built
+        self.n_filtered += int((~keep).sum())
+        return np.where(keep, self._advanced.predict(features), INVALID_SCORE)
+
+    def _state_bytes(self) -> bytes:
+        out = io.BytesIO()
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(out, "w") as archive:
+            for name, model in (("validity.zip", self._validity), ("advanced.zip", self._advanced)):
+                model.save(Path(tmp) / name)
+                archive.write(Path(tmp) / name, name)
+        return out.getvalue()
+
+    def _load_state(self, blob: bytes) -> None:
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            archive.extractall(tmp)
+            self._validity = ValidityModel.load(Path(tmp) / "validity.zip")
+            self._advanced = AdvancedModel.load(Path(tmp) / "advanced.zip")

@@ -1,0 +1,41 @@
+"""ML2Tuner (Cha et al., arXiv 2411.10764) on the extended VTA: validity model V, performance model P,
+advanced model A on hidden compilation features, and a multi-level tuner that profiles fewer invalid
+configurations than an AutoTVM-like baseline. See ``docs/ml2tuner.md``."""
+
+from tvm_transfer.ml2tuner.knob_tuner import (
+    METHODS,
+    BaselineTuner,
+    Event,
+    ML2Tuner,
+    TunerInputError,
+    TuneRun,
+    VtaMeasurer,
+    load_log,
+    make_tuner,
+)
+from tvm_transfer.ml2tuner.models import (
+    FORMAT_VERSION,
+    AdvancedModel,
+    FeatureShapeError,
+    NotFittedError,
+    PerformanceModel,
+    ValidityModel,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "METHODS",
+    "AdvancedModel",
+    "BaselineTuner",
+    "Event",
+    "FeatureShapeError",
+    "ML2Tuner",
+    "NotFittedError",
+    "PerformanceModel",
+    "TuneRun",
+    "TunerInputError",
+    "ValidityModel",
+    "VtaMeasurer",
+    "load_log",
+    "make_tuner",
+]
