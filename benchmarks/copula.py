@@ -1,0 +1,409 @@
+"""Gaussian-copula transfer tuning (Randall et al., ICS'23) on held-out tasks, side by side with baselines.
+
+Part 1, VTA (vta_ext, deterministic, cheap): the ten ResNet-18 conv2d layers C2..C11 on the default VTA.
+Every layer's knob space is measured exhaustively (best known = true optimum). Each layer's "earlier
+tuning run" is ``--vta-source-trials`` uniform random settings. Leave-one-out: the copula is fitted on the
+nine other layers' runs and conditioned on the held-out layer. Contenders: the paper's copula settings
+(proposals in frequency order, and in the paper's sampling order), a KDE-marginal copula with quantile 0.1,
+each followed by random unseen settings once its proposals run out; uniform random order (mean over
+``--random-repeats`` orders). Full mode repeats everything for three source seeds.
+
+Part 2, CPU (MetaSchedule, real measurements on this shared 2-core machine: timings are noisy): operators
+of one kind at several shapes. Each shape is tuned three ways with the same trial budget and batch size:
+default evolutionary search with TVM's XGBModel (these runs are also the source databases), random search
+(``ReplayTrace``) and copula-seeded evolution (XGBModel) whose sources are the *other* shapes' XGBModel runs
+(its first batch = the copula few-shot samples, best guess first), plus an 8-trial few-shot run of the
+copula settings picked on VTA (KDE marginals, quantile 0.1). Best known = best over all runs of that shape
+in this benchmark.
+
+Metrics per held-out task: quality of the first evaluation and of the best of the first 8
+(best known / latency; paper: 64.37% in the first evaluation, our goal > 80%), trials to reach within 10%
+of the best known (best known / best so far >= 1/1.1), and the paper's budget estimate (success bar 0.5)
+against the trials actually needed.
+
+    python benchmarks/copula.py --quick              # VTA (4 layers) + 3 matmul shapes x 16 trials
+    python benchmarks/copula.py                      # VTA (10 layers x 3 seeds) + 5 matmul shapes x 32 trials
+    python benchmarks/copula.py --kinds              # VTA part only  -> results/copula_vta.*
+    python benchmarks/copula.py --skip-vta           # CPU part only  -> results/copula_cpu_matmul.*
+
+Writes benchmarks/results/copula[_vta|_cpu_<kinds>].{json,md,png}. CPU work dirs are kept in
+work/copula_bench/ and re-used (a finished run is read back from its database, not re-tuned).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from common import RESULTS, git_commit, machine_info, write_report
+
+from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
+from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
+from tvm_transfer.search.vta import VtaCopulaSampler, VtaRecord
+from vta_ext.hw import HwConfig
+from vta_ext.knobs import KnobSpace
+from vta_ext.measure import measure
+from vta_ext.workloads import RESNET18
+
+WITHIN = 1 / 1.1  # "within 10% of the best known latency"
+CACHE = Path(__file__).resolve().parent.parent / "work" / "copula_bench"
+CPU_SHAPES = {
+    "matmul": [(128, 128, 128), (256, 128, 256), (128, 256, 64), (256, 256, 256), (64, 512, 128)],
+    "conv2d": [
+        (1, 14, 14, 128, 128, 3, 1, 1),
+        (1, 28, 28, 64, 64, 3, 1, 1),
+        (1, 14, 14, 256, 128, 3, 1, 1),
+        (1, 7, 7, 256, 256, 3, 1, 1),
+    ],
+}
+# Copula settings compared on VTA. "copula_paper": the paper's (quantile 0.3, truncated-Gaussian marginals);
+# "copula_kde_q0.1": quantile 0.1 with Gaussian-KDE marginals, picked after looking at these same ten
+# layers with source seed 0 (so optimistic for seed 0; seeds 1 and 2 draw different source runs).
+VTA_VARIANTS = {
+    "copula_paper": {},
+    "copula_paper_sample_order": {"order": "sample"},
+    "copula_kde_q0.1": {"distribution": "gaussian_kde", "quantile": 0.1},
+}
+CPU_CONTENDERS = ("copula_evolutionary_xgb", "copula_kde_q0.1_fewshot", "evolutionary_xgb", "random")
+
+
+def quality(latencies, n: int, best: float) -> float:
+    """best known / best latency of the first n trials (0 when none was valid)."""
+    ratio = best_latency_ratio(latencies, n, best)
+    return 0.0 if not np.isfinite(ratio) else 1.0 / ratio
+
+
+def summary(latencies, best: float) -> dict:
+    return {
+        "first": quality(latencies, 1, best),
+        "best_of_8": quality(latencies, 8, best),
+        "trials_to_10pct": trials_to_reach(latencies, best, WITHIN),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- VTA
+def vta_exhaustive(name: str, hw: HwConfig) -> np.ndarray:
+    """Latency (seconds, NaN invalid) of every point of a layer's knob space, cached in work/."""
+    path = CACHE / f"vta_{name}_{hw.short_id()}.json"
+    if path.exists():
+        return np.array([np.nan if x is None else x for x in json.loads(path.read_text())], dtype=float)
+    workload = RESNET18[name]
+    space = KnobSpace(workload, hw)
+    latencies = [measure(workload, space.point(i), hw).latency for i in range(len(space))]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([None if math.isnan(x) else x for x in latencies]))
+    return np.array(latencies, dtype=float)
+
+
+def _vta_row(target: str, seed: int, tables: dict, spaces: dict, sources: list, repeats: int) -> dict:
+    hw = HwConfig()
+    table, space = tables[target], spaces[target]
+    best = float(np.nanmin(table))
+    row = {"task": target, "source_seed": seed, "space": len(space), "best_known_s": best, "curves": {}}
+    for name, kwargs in VTA_VARIANTS.items():
+        sampler = VtaCopulaSampler(**kwargs).fit(sources)
+        proposals = [space.index(k) for k in sampler.propose(RESNET18[target], hw, 64, seed)]
+        taken = set(proposals)
+        rest = [int(i) for i in np.random.default_rng(seed).permutation(len(space)) if i not in taken]
+        ordered = table[proposals + rest]
+        row[name] = {**summary(ordered, best), "n_proposals": len(proposals)}
+        estimate = sampler.budget(RESNET18[target], hw, seed=seed)
+        row[name]["budget"] = {
+            "k": estimate.budget,
+            "unique": estimate.unique_generated,
+            "ideal": estimate.ideal,
+        }
+        row["curves"][name] = [float(x) for x in running_best(ordered[:64])]
+    randoms = [
+        summary(table[np.random.default_rng(1000 * seed + r).permutation(len(space))], best)
+        for r in range(repeats)
+    ]
+    row["random"] = {
+        k: float(np.mean([s[k] for s in randoms])) for k in ("first", "best_of_8", "trials_to_10pct")
+    }
+    return row
+
+
+def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[int]) -> dict:
+    hw = HwConfig()
+    tables = {n: vta_exhaustive(n, hw) for n in layers}
+    spaces = {n: KnobSpace(RESNET18[n], hw) for n in layers}
+    rows = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        records = {}
+        for n in layers:
+            picks = rng.choice(len(spaces[n]), size=min(source_trials, len(spaces[n])), replace=False)
+            records[n] = [
+                VtaRecord(RESNET18[n], hw, spaces[n].point(int(i)), float(tables[n][i])) for i in picks
+            ]
+        for target in layers:
+            sources = [r for n in layers if n != target for r in records[n]]
+            row = _vta_row(target, seed, tables, spaces, sources, repeats)
+            rows.append(row)
+            cells = [
+                f"{n} {row[n]['first']:.2f}/{row[n]['best_of_8']:.2f}" for n in [*VTA_VARIANTS, "random"]
+            ]
+            print(f"VTA {target} seed {seed}: " + "; ".join(cells), flush=True)
+    return {
+        "hw": hw.short_id(),
+        "source_trials": source_trials,
+        "random_repeats": repeats,
+        "seeds": seeds,
+        "variants": VTA_VARIANTS,
+        "rows": rows,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- CPU
+def curve_from_database(work_dir: Path) -> list[float]:
+    """Per-trial latencies (seconds; inf = failed) in measurement order: the record file is append-only."""
+    latencies = []
+    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
+        if line.strip():
+            secs = [float(s) for s in json.loads(line)[1][1]]
+            latencies.append(float(np.mean(secs)) if max(secs) < 1e9 else math.inf)
+    return latencies
+
+
+def cpu_part(
+    kind: str, shapes: list, trials: int, per_iter: int, population: int, seed: int, out_dir: Path
+) -> dict:
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_transfer.target import host_target
+    from tvm_transfer.tune import TuneOptions, tune_workload
+    from tvm_transfer.workloads import make_workload
+
+    target = host_target()
+    workloads = [make_workload(kind, s) for s in shapes]
+    latencies: dict[str, dict[str, list[float]]] = {w.name: {} for w in workloads}
+    walls: dict[str, dict[str, float]] = {w.name: {} for w in workloads}
+
+    def run(w, contender, trials=trials, **kwargs):
+        work_dir = out_dir / contender / w.name
+        opts = TuneOptions(
+            trials=trials, trials_per_iter=per_iter, population_size=population, seed=seed, progress=False
+        )
+        result = tune_workload(w, work_dir, target=target, options=opts, reference=False, **kwargs)
+        latencies[w.name][contender] = curve_from_database(work_dir)
+        walls[w.name][contender] = result.tuning_seconds
+        print(f"CPU {w.name} {contender}: best {result.best_seconds * 1e6:.1f} us, {result.new_trials} new "
+              f"trials in {result.tuning_seconds:.0f} s", flush=True)  # fmt: skip
+
+    for w in workloads:
+        run(w, "evolutionary_xgb", cost_model="tvm-xgb")
+    for w in workloads:
+        run(w, "random", cost_model="tvm-random", search_strategy=ms.search_strategy.ReplayTrace())
+    budgets = {}
+    for w in workloads:
+        sources = [out_dir / "evolutionary_xgb" / o.name for o in workloads if o.name != w.name]
+        sampler = TraceCopulaSampler().fit(load_sources(sources, exclude=w.ir_module()))
+        strategy = CopulaSearch(
+            sampler, population_size=population, init_min_unmeasured=min(50, population // 2), seed=seed
+        )
+        run(w, "copula_evolutionary_xgb", cost_model="tvm-xgb", search_strategy=strategy)
+        # The VTA-selected copula settings, few-shot only (8 trials: its first-8 metrics are comparable).
+        kde = TraceCopulaSampler(distribution="gaussian_kde", quantile=0.1).fit(
+            load_sources(sources, exclude=w.ir_module())
+        )
+        few = CopulaSearch(kde, few_shot=True, num_seeds=per_iter, seed=seed)
+        run(w, "copula_kde_q0.1_fewshot", cost_model="tvm-xgb", search_strategy=few, trials=per_iter)
+        ctx = ms.TuneContext(
+            mod=w.ir_module(),
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy="evolutionary",
+            task_name=w.name,
+            num_threads=2,
+        )
+        spaces, postprocs = ctx.generate_design_space(), ctx.space_generator.postprocs
+        estimate = sampler.budget(ctx.mod, target, spaces, postprocs, seed=seed)
+        budgets[w.name] = {
+            "k": estimate.budget,
+            "unique": estimate.unique_generated,
+            "ideal": estimate.ideal,
+            "space": estimate.space_size,
+        }
+    rows = []
+    for w in workloads:
+        best = min(min(c) for c in latencies[w.name].values() if c)
+        row = {"task": w.name, "best_known_s": best, "wall_s": walls[w.name]}
+        for contender, curve in latencies[w.name].items():
+            row[contender] = summary(curve, best)
+        row["copula_evolutionary_xgb"]["budget"] = budgets[w.name]
+        rows.append(row)
+    return {
+        "kind": kind,
+        "trials": trials,
+        "trials_per_iter": per_iter,
+        "population": population,
+        "rows": rows,
+        "latencies": latencies,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- report
+def _fmt_t(x) -> str:
+    return "never" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x))
+
+
+def _cell(result: dict) -> str:
+    return f"{result['first']:.0%} / {result['best_of_8']:.0%} / {_fmt_t(result['trials_to_10pct'])}"
+
+
+def _means(rows: list, contenders: list[str]) -> str:
+    parts = []
+    for c in contenders:
+        first = np.mean([r[c]["first"] for r in rows])
+        best8 = np.mean([r[c]["best_of_8"] for r in rows])
+        t10 = [r[c]["trials_to_10pct"] for r in rows]
+        reached = [t for t in t10 if t is not None]
+        median = np.median(reached) if reached else float("nan")
+        parts.append(
+            f"- **{c}**: mean first-evaluation quality {first:.1%}, mean best-of-8 {best8:.1%}, within 10% "
+            "in "
+            f"{len(reached)}/{len(rows)} tasks (median trials {median:.1f})"
+        )
+    return "\nMeans:\n\n" + "\n".join(parts) + "\n"
+
+
+def _budget_check(rows: list, contenders: list[str]) -> str:
+    """How often the budget estimate k was enough to get within 10% of the best known."""
+    parts = []
+    for c in contenders:
+        pairs = [(r[c]["budget"]["k"], r[c]["trials_to_10pct"]) for r in rows]
+        enough = sum(t is not None and t <= k for k, t in pairs)
+        needed = np.median([t if t is not None else np.inf for _, t in pairs])
+        parts.append(
+            f"- **{c}**: budget k median {np.median([k for k, _ in pairs]):.0f} (range "
+            f"{min(k for k, _ in pairs)}-{max(k for k, _ in pairs)}); k trials reached within 10% in "
+            f"{enough}/{len(pairs)} tasks; trials actually needed: median {needed:.0f}"
+        )
+    return (
+        "\nBudget estimate (success bar 0.5) vs trials needed to get within 10%:\n\n"
+        + "\n".join(parts)
+        + "\n"
+    )
+
+
+def markdown(report: dict) -> str:
+    machine = report["machine"]
+    lines = [
+        "# Gaussian-copula transfer tuning\n",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, shared with other jobs while this ran; commit "
+        f"{report['commit_short']}; seed {report['seed']}. Quality = best known latency / latency (1 = best "
+        "known). Cells: first-evaluation quality / best-of-first-8 quality / trials until within 10% of the "
+        "best known. Paper (GC, ICS'23): 64.37% of peak in the first evaluation; goal here > 80%.\n",
+    ]
+    vta = report.get("vta")
+    if vta:
+        names = [*vta["variants"], "random"]
+        lines += [
+            "## VTA ResNet-18 layers C2..C11\n\n"
+            f"Leave-one-out; sources: {vta['source_trials']} random settings "
+            f"per other layer, source seeds {vta['seeds']}; best known = exhaustive; random = mean of "
+            f"{vta['random_repeats']} orders; copula proposals are followed by random unseen settings. "
+            "Variants: "
+            f"{json.dumps(vta['variants'])} (copula_kde_q0.1 was chosen after seeing seed-0 results). Budget "
+            "column: the paper's estimate k (C unique of |S| draws) for copula_paper.\n",
+            "| layer | seed | " + " | ".join(names) + " | budget k (C) |",
+            "|---|---|" + "---|" * len(names) + "---|",
+        ]
+        for r in vta["rows"]:
+            b = r["copula_paper"]["budget"]
+            cells = " | ".join(_cell(r[n]) for n in names)
+            lines.append(f"| {r['task']} | {r['source_seed']} | {cells} | {b['k']} ({b['unique']}) |")
+        lines.append(_means(vta["rows"], names))
+        lines.append(_budget_check(vta["rows"], ["copula_paper", "copula_kde_q0.1"]))
+    for cpu in report.get("cpu", []):
+        lines += [
+            f"\n## CPU {cpu['kind']}\n\n{cpu['trials']} trials per run, {cpu['trials_per_iter']} per batch, "
+            f"population {cpu['population']}; best known = best of all runs of the shape; wall times are "
+            "distorted by other jobs on the machine. Budget: the paper's k (C unique of |S|), |S| = the "
+            "covered "
+            "design spaces' decision combinations, C counted over 4096 draws at most.\n",
+            "| task | best known (us) | " + " | ".join(CPU_CONTENDERS) + " | budget k (C of S) |",
+            "|---|---|" + "---|" * len(CPU_CONTENDERS) + "---|",
+        ]
+        for r in cpu["rows"]:
+            b = r["copula_evolutionary_xgb"]["budget"]
+            cells = " | ".join(_cell(r[c]) for c in CPU_CONTENDERS)
+            lines.append(
+                f"| {r['task']} | {r['best_known_s'] * 1e6:.1f} | {cells} | {b['k']} ({b['unique']} of "
+                f"{b['space']:.3g}) |"
+            )
+        lines.append(_means(cpu["rows"], list(CPU_CONTENDERS)))
+        lines.append(_budget_check(cpu["rows"], ["copula_evolutionary_xgb"]))
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    panels = []
+    for r in [r for r in report.get("vta", {}).get("rows", []) if r["source_seed"] == report["seed"]][:3]:
+        panels.append(("VTA " + r["task"], r["curves"], r["best_known_s"]))
+    for cpu in report.get("cpu", []):
+        for r in cpu["rows"][:3]:
+            curves = {c: running_best(x) for c, x in cpu["latencies"][r["task"]].items()}
+            panels.append((r["task"], curves, r["best_known_s"]))
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5), squeeze=False)
+    for ax, (title, curves, best) in zip(axes[0], panels, strict=True):
+        for name, curve in curves.items():
+            c = np.asarray(curve, dtype=float)
+            ax.plot(np.arange(1, len(c) + 1), np.where(np.isfinite(c), best / c, 0), label=name)
+        ax.set(title=title, xlabel="trials", ylabel="best known / best so far", ylim=(0, 1.05))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="4 VTA layers, 3 CPU shapes x 16 trials")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vta-source-trials", type=int, default=200, help="random settings per source layer")
+    parser.add_argument("--random-repeats", type=int, default=20)
+    parser.add_argument(
+        "--kinds", nargs="*", default=["matmul"], choices=list(CPU_SHAPES), help="CPU op kinds"
+    )
+    parser.add_argument("--shapes", type=int, help="CPU shapes per kind (default 5; quick 3)")
+    parser.add_argument("--trials", type=int, help="CPU trials per run (default 32; quick 16)")
+    parser.add_argument("--skip-vta", action="store_true")
+    args = parser.parse_args()
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    commit, commit_label = git_commit(), git_commit(short=True)
+    start = time.perf_counter()
+    report = {"machine": machine_info(), "commit": commit, "commit_short": commit_label, "seed": args.seed}
+    if not args.skip_vta:
+        layers = list(RESNET18)[-4:] if args.quick else list(RESNET18)
+        seeds = [args.seed] if args.quick else [args.seed, args.seed + 1, args.seed + 2]
+        report["vta"] = vta_part(layers, args.vta_source_trials, args.random_repeats, seeds)
+    trials = args.trials or (16 if args.quick else 32)
+    n_shapes = args.shapes or (3 if args.quick else 5)
+    report["cpu"] = []
+    for kind in args.kinds:
+        out_dir = CACHE / f"cpu_{kind}_t{trials}_s{args.seed}"
+        report["cpu"].append(cpu_part(kind, CPU_SHAPES[kind][:n_shapes], trials, 8, 64, args.seed, out_dir))
+    report["wall_seconds"] = time.perf_counter() - start
+    # The two parts can run separately (the VTA part takes minutes, the CPU part much longer).
+    name = "copula" if args.kinds and not args.skip_vta else "copula_vta"
+    if args.skip_vta:
+        name = "copula_cpu_" + "_".join(args.kinds)
+    plot(report, RESULTS / f"{name}{'_quick' if args.quick else ''}.png")
+    write_report(name, report, markdown(report), quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Encoding, repair and replay on a real MetaSchedule design space (matmul and conv2d)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import tvm_ffi
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.search.encoding import SpaceEncoding, decision_vector, trace_decisions
+from tvm_transfer.workloads import make_workload
+
+
+def _spaces(kind, shape, target):
+    mod = make_workload(kind, shape).ir_module()
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         search_strategy="evolutionary", task_name="t", num_threads=2)  # fmt: skip
+    spaces = ctx.generate_design_space()
+    return mod, [SpaceEncoding(mod, s, ctx.space_generator.postprocs) for s in spaces], spaces
+
+
+@pytest.fixture(scope="module")
+def matmul_spaces(target):
+    return _spaces("matmul", (64, 96, 128), target)
+
+
+def test_sites_and_columns_of_a_matmul_space(matmul_spaces):
+    _, encodings, _ = matmul_spaces
+    encoding = encodings[0]
+    kinds = [s.kind for s in encoding.sites]
+    assert kinds == ["SamplePerfectTile"] * 3 + ["SampleCategorical"]
+    assert [s.extent for s in encoding.sites[:3]] == [64, 96, 128]  # M, N, K loops
+    assert encoding.columns[:3] == ["s0_tile1", "s0_tile2", "s0_tile3"]
+    assert len(encoding.columns) == 3 + 3 + 1 + 1
+
+
+def test_decode_of_encode_replays_to_the_same_schedule(matmul_spaces):
+    _, encodings, spaces = matmul_spaces
+    for encoding, space in zip(encodings, spaces, strict=True):
+        decisions = encoding.decisions_of(space.trace)
+        repaired = encoding.repair(encoding.encode(decisions))
+        assert repaired == decisions
+        original, again = encoding.replay(decisions), encoding.replay(repaired)
+        assert original is not None
+        assert tvm_ffi.structural_equal(original.mod, again.mod)
+        # the post-processed schedule's trace still carries the same decisions
+        assert trace_decisions(again.trace) == decisions
+
+
+def test_repair_makes_tile_products_match_extents(matmul_spaces):
+    _, encodings, _ = matmul_spaces
+    encoding = encodings[0]
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        decisions = encoding.repair(rng.normal(2.0, 3.0, len(encoding.columns)))
+        for site, decision in zip(encoding.sites, decisions, strict=True):
+            if site.kind == "SamplePerfectTile":
+                assert math.prod(decision) == site.extent
+                assert decision[-1] <= site.max_innermost
+            else:
+                assert 0 <= decision < len(site.candidates)
+        assert encoding.replay(decisions) is not None
+
+
+def test_repair_snaps_to_nearest_divisor_and_category(matmul_spaces):
+    _, encodings, _ = matmul_spaces
+    encoding = encodings[0]
+    # M = 64: ask for inner factors 2^1.1, 2^2.9, 2^0.2 -> 2, 8, 1 and the rest outermost (4)
+    vector = np.array([1.1, 2.9, 0.2, 0, 0, 0, 0, 9.0])
+    decisions = encoding.repair(vector)
+    assert decisions[0] == [4, 2, 8, 1]
+    assert decisions[3] == len(encoding.sites[3].candidates) - 1  # out-of-range category clipped
+    # N = 96: innermost 2^2.58 -> 6, then 32 does not divide the remaining 16 -> 16, then nothing is left
+    assert encoding.repair(np.array([0, 0, 0, 5.0, 5.0, 2.58, 0, 1]))[1] == [1, 1, 16, 6]
+
+
+def test_replay_rejects_decisions_tvm_would_silently_repair(matmul_spaces):
+    _, encodings, spaces = matmul_spaces
+    encoding = encodings[0]
+    decisions = encoding.decisions_of(spaces[0].trace)
+    bad = [list(d) if isinstance(d, list) else d for d in decisions]
+    bad[0] = [3, 5, 7, 1]  # product 105 != 64: replay would quietly turn it into something else
+    assert encoding.replay(bad) is None
+    with pytest.raises(ValueError, match="expected"):
+        encoding.repair(np.zeros(3))
+
+
+def test_conv2d_space_has_compute_location_and_round_trips(target):
+    _, encodings, spaces = _spaces("conv2d", (1, 14, 14, 32, 32, 3, 1, 1), target)
+    encoding = encodings[0]
+    assert encoding.sites[-1].kind == "SampleComputeLocation"
+    decisions = encoding.decisions_of(spaces[0].trace)
+    assert encoding.repair(decision_vector(decisions)) == decisions
+    assert encoding.replay(decisions) is not None

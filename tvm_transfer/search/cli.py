@@ -1,0 +1,115 @@
+"""Command-line pieces of copula transfer: ``tune --seed-from`` options and the ``budget`` command.
+
+Registered by :mod:`tvm_transfer.cli` (kept here so the shared CLI module only gets two small hooks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed-from`` and friends on the ``tune`` command."""
+    group = parser.add_argument_group("copula transfer (Randall et al., ICS'23)")
+    group.add_argument(
+        "--seed-from",
+        nargs="+",
+        metavar="DIR",
+        help="work dirs of earlier tuning runs of the same operator kind (other shapes): seed the search "
+        "with copula samples conditioned on this shape",
+    )
+    group.add_argument(
+        "--copula-quantile", type=float, default=0.3, help="best share of each source task kept (default 0.3)"
+    )
+    group.add_argument(
+        "--copula-order",
+        choices=("frequency", "sample"),
+        default="frequency",
+        help="measure the most often generated candidates first (default) or in sampling order (the paper)",
+    )
+    group.add_argument(
+        "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
+    )
+
+
+def _sampler(args: argparse.Namespace, exclude):
+    from tvm_transfer.search import TraceCopulaSampler, load_sources
+
+    records = load_sources(args.seed_from, exclude=exclude)
+    return TraceCopulaSampler(quantile=args.copula_quantile, order=args.copula_order).fit(records)
+
+
+def copula_strategy(args: argparse.Namespace, workload, options):
+    """The ``CopulaSearch`` the ``tune`` options ask for, or ``None`` without ``--seed-from``."""
+    if not getattr(args, "seed_from", None):
+        if getattr(args, "few_shot", False):
+            raise SystemExit("error: --few-shot needs --seed-from DIR [DIR ...]")
+        return None
+    from tvm_transfer.search import CopulaSearch
+
+    sampler = _sampler(args, workload.ir_module())
+    return CopulaSearch(
+        sampler,
+        few_shot=args.few_shot,
+        seed=options.seed,
+        population_size=options.population_size,
+        init_min_unmeasured=min(50, options.population_size // 2),
+    )
+
+
+def _cmd_budget(args: argparse.Namespace) -> int:
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_transfer.cli import _target
+    from tvm_transfer.measure import import_tensor_intrin_fast
+    from tvm_transfer.workloads import parse_workload
+
+    import_tensor_intrin_fast()
+    workload = parse_workload(args.kind, args.shape)
+    target = _target(args)
+    sampler = _sampler(args, workload.ir_module())
+    context = ms.TuneContext(
+        mod=workload.ir_module(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        task_name=workload.name,
+        num_threads=2,
+    )
+    estimate = sampler.budget(
+        context.mod,
+        target,
+        context.generate_design_space(),
+        context.space_generator.postprocs,
+        success_bar=args.success_bar,
+        max_draws=args.max_draws,
+    )
+    print(f"{workload.name}: few-shot budget {estimate.budget} evaluations")
+    print(f"  P(at least one ideal configuration) = {estimate.probability:.3f} >= {estimate.success_bar}")
+    print(f"  space size |S| = {estimate.space_size}")
+    print(f"  unique copula samples C = {estimate.unique_generated}, estimated ideal I = {estimate.ideal}")
+    return 0
+
+
+def register(commands, add_target) -> None:
+    """Add the ``budget`` command to the ``tvm-transfer`` sub-parsers."""
+    from tvm_transfer.workloads import SHAPE_PARAMS
+
+    budget = commands.add_parser(
+        "budget",
+        help="few-shot budget of copula transfer for a new shape (Randall et al.'s hypergeometric rule)",
+    )
+    budget.add_argument("kind", choices=list(SHAPE_PARAMS))
+    budget.add_argument("--shape", help="comma-separated shape values")
+    budget.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
+    budget.add_argument("--copula-quantile", type=float, default=0.3)
+    budget.add_argument("--copula-order", default="frequency", choices=("frequency", "sample"))
+    budget.add_argument("--success-bar", type=float, default=0.5, help="default 0.5 (the paper's)")
+    budget.add_argument("--max-draws", type=int, default=4096, help="copula draws to count C (default 4096)")
+    add_target(budget)
+    budget.set_defaults(func=_cmd_budget)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the tvm-transfer command")

@@ -1,0 +1,281 @@
+"""Numeric encoding of MetaSchedule design-space decisions, its repair, and replay to a valid schedule.
+
+A design space (one of ``TuneContext.generate_design_space()``) is a trace whose sampling instructions
+(``SamplePerfectTile``, ``SampleCategorical``, ``SampleComputeLocation``) carry decisions. A candidate is
+fully described by those decisions, so this module maps them to a flat vector:
+
+* ``SamplePerfectTile`` of ``n`` factors -> ``log2`` of the ``n - 1`` inner factors (the outermost factor is
+  implied: the factors multiply to the loop extent);
+* ``SampleCategorical`` -> the chosen candidate's index;
+* ``SampleComputeLocation`` -> the location index (``-1`` root, ``-2`` inline, else a loop of the consumer).
+
+Columns are named ``s<k>_tile<j>`` (tile ``k``'s factor ``j``, 1 = second outermost) and ``s<k>_x``.
+
+:meth:`SpaceEncoding.repair` turns any real vector (e.g. a copula sample for another shape) into valid
+decisions for *this* space's loop extents: tile factors are chosen innermost first as the divisor of the
+remaining extent nearest in log2 (the innermost also at most the instruction's ``max_innermost_factor``),
+categories are rounded and clipped. :meth:`SpaceEncoding.replay` applies decisions, checks that replay did not
+silently change them (TVM repairs invalid tile and location decisions without telling; compute locations are
+left to that snapping, which picks the nearest valid location), and runs the space's post-processors.
+
+Traces of measured records (any shape of the same operator kind) are matched to a space by their
+*signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
+the shape (inputs are symbolic and decisions are excluded), after dead-code removal. The JSON parsing of
+traces follows ``tenset_tools.features.trace``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Trace
+
+from tenset_tools.features.trace import _int_values
+
+__all__ = [
+    "SAMPLING_KINDS",
+    "SamplingSite",
+    "SpaceEncoding",
+    "decision_columns",
+    "decision_vector",
+    "trace_decisions",
+    "trace_signature",
+]
+
+SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+Decision = Any  # list[int] for tiles, int otherwise
+
+
+def _pre_postproc(trace_json: Sequence[Any]) -> list:
+    instructions = list(trace_json[0])
+    for i, inst in enumerate(instructions):
+        if str(inst[0]) == "EnterPostproc":
+            return instructions[:i]
+    return instructions
+
+
+def trace_signature(trace: Trace) -> str:
+    """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
+    instructions before ``EnterPostproc``)."""
+    # Simplified: records in a database are stored without dead instructions (e.g. an unused
+    # GetConsumers) while a fresh design space still has them.
+    instructions = _pre_postproc(trace.simplified(remove_postproc=True).as_json())
+    return json.dumps([[str(kind), str(attrs)] for kind, _inputs, attrs, _outputs in instructions])
+
+
+def trace_decisions(trace: Trace) -> list[Decision]:
+    """Decisions of a trace's sampling instructions, in trace order (tiles as lists of ints)."""
+    trace_json = trace.as_json()
+    instructions = _pre_postproc(trace_json)
+    decision_of = {int(index): decision for index, decision in trace_json[1]}
+    out = []
+    for i, (kind, _inputs, _attrs, _outputs) in enumerate(instructions):
+        if str(kind) not in SAMPLING_KINDS:
+            if str(kind).startswith("Sample"):
+                raise ValueError(f"unsupported sampling instruction {kind}")
+            continue
+        decision = decision_of.get(i)
+        if str(kind) == "SamplePerfectTile":
+            out.append(_int_values(decision))
+        else:
+            out.append(int(decision) if decision is not None else None)
+    return out
+
+
+def decision_columns(decisions: Sequence[Decision]) -> list[str]:
+    """Column names of :func:`decision_vector` (``s<k>_tile<j>``, ``s<k>_cat`` or ``s<k>_loc``)."""
+    columns: list[str] = []
+    for k, decision in enumerate(decisions):
+        if isinstance(decision, list | tuple):
+            columns += [f"s{k}_tile{j}" for j in range(1, len(decision))]
+        else:
+            columns.append(f"s{k}_x")
+    return columns
+
+
+def decision_vector(decisions: Sequence[Decision]) -> np.ndarray:
+    """Decisions as numbers: log2 of each tile's inner factors, categorical/location indices as they are."""
+    out: list[float] = []
+    for decision in decisions:
+        if isinstance(decision, list | tuple):
+            out += [math.log2(max(int(f), 1)) for f in decision[1:]]
+        else:
+            out.append(float(decision))
+    return np.array(out, dtype=float)
+
+
+@dataclass(frozen=True)
+class SamplingSite:
+    """One sampling instruction of a space: its kind, tile arity and max innermost factor, loop extent
+    (tiles) or candidate values (categorical)."""
+
+    kind: str
+    n: int = 1
+    max_innermost: int = 0
+    extent: int = 0
+    candidates: tuple[int, ...] = ()
+
+    @property
+    def width(self) -> int:
+        return self.n - 1 if self.kind == "SamplePerfectTile" else 1
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class SpaceEncoding:
+    """Encoding of one design space of a task (``mod``), with its post-processors for validation."""
+
+    def __init__(self, mod: tvm.IRModule, space: Schedule, postprocs: Sequence[ms.postproc.Postproc]) -> None:
+        self.mod = mod
+        self.postprocs = list(postprocs)
+        self.trace = space.trace
+        self.signature = trace_signature(self.trace)
+        self._sample_insts = [i for i in self.trace.insts if i.kind.name in SAMPLING_KINDS]
+        unsupported = {i.kind.name for i in self.trace.insts if i.kind.name.startswith("Sample")} - set(
+            SAMPLING_KINDS
+        )
+        if unsupported:
+            raise ValueError(f"design space uses unsupported sampling instructions {sorted(unsupported)}")
+        extents = self._loop_extents()
+        sites, columns = [], []
+        for k, inst in enumerate(self._sample_insts):
+            kind = inst.kind.name
+            if kind == "SamplePerfectTile":
+                n, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
+                sites.append(SamplingSite(kind, n=n, max_innermost=max_inner, extent=extents[k]))
+                columns += [f"s{k}_tile{j}" for j in range(1, n)]
+            elif kind == "SampleCategorical":
+                sites.append(SamplingSite(kind, candidates=tuple(_int_values(inst.attrs[0]))))
+                columns.append(f"s{k}_x")
+            else:
+                sites.append(SamplingSite(kind))
+                columns.append(f"s{k}_x")
+        self.sites: list[SamplingSite] = sites
+        self.columns: list[str] = columns
+
+    def _loop_extents(self) -> dict[int, int]:
+        """Extents of the loops split by each SamplePerfectTile (known only while replaying: the loops are
+        split away in the final schedule)."""
+        extents: dict[int, int] = {}
+        probe = Schedule(self.mod)
+        counter = iter(range(len(self._sample_insts)))
+
+        def record(inst, inputs, attrs, decision):
+            if inst.kind.name in SAMPLING_KINDS:
+                k = next(counter)
+                if inst.kind.name == "SamplePerfectTile":
+                    extents[k] = int(probe.get(inputs[0]).extent)
+            return decision
+
+        self.trace.apply_to_schedule(probe, remove_postproc=True, decision_provider=record)
+        return extents
+
+    # --- decisions <-> vectors -------------------------------------------------------------------------
+    def encode(self, decisions: Sequence[Decision]) -> np.ndarray:
+        """Vector (length ``len(columns)``) of decisions given in sampling-instruction order."""
+        if len(decisions) != len(self.sites):
+            raise ValueError(f"expected {len(self.sites)} decisions, got {len(decisions)}")
+        for site, decision in zip(self.sites, decisions, strict=True):
+            if site.kind == "SamplePerfectTile" and len(decision) != site.n:
+                raise ValueError(
+                    f"tile decision {list(decision)} has {len(decision)} factors, expected {site.n}"
+                )
+        return decision_vector(decisions)
+
+    def repair(self, vector: Sequence[float]) -> list[Decision]:
+        """Valid decisions nearest to a real vector: tile products equal the extents, categories in range."""
+        vector = np.asarray(vector, dtype=float)
+        if vector.shape != (len(self.columns),):
+            raise ValueError(f"expected a vector of {len(self.columns)} values, got shape {vector.shape}")
+        vector = np.where(np.isfinite(vector), vector, 0.0)
+        decisions: list[Decision] = []
+        pos = 0
+        for site in self.sites:
+            values = vector[pos : pos + site.width]
+            pos += site.width
+            if site.kind == "SamplePerfectTile":
+                remaining, inner = site.extent, []
+                for j in range(site.n - 2, -1, -1):  # innermost first
+                    options = _divisors(remaining)
+                    if j == site.n - 2 and site.max_innermost > 0:
+                        options = [d for d in options if d <= site.max_innermost]
+                    d = min(options, key=lambda x: (abs(math.log2(x) - values[j]), x))
+                    inner.append(d)
+                    remaining //= d
+                decisions.append([remaining, *reversed(inner)])
+            elif site.kind == "SampleCategorical":
+                decisions.append(int(np.clip(round(values[0]), 0, len(site.candidates) - 1)))
+            else:
+                decisions.append(int(max(round(values[0]), -2)))
+        return decisions
+
+    def decisions_of(self, trace: Trace) -> list[Decision]:
+        """The decisions of a trace of this space (e.g. a record's or a replayed schedule's)."""
+        if trace_signature(trace) != self.signature:
+            raise ValueError("trace does not come from this design space (signatures differ)")
+        return trace_decisions(trace)
+
+    # --- replay ----------------------------------------------------------------------------------------
+    def with_decisions(self, decisions: Sequence[Decision]) -> Trace:
+        trace = self.trace
+        for inst, decision in zip(self._sample_insts, decisions, strict=True):
+            trace = trace.with_decision(inst, decision, remove_postproc=True)
+        return trace
+
+    def replay(self, decisions: Sequence[Decision], postprocess: bool = True) -> Schedule | None:
+        """The schedule of ``decisions`` after post-processing, or ``None`` when it is invalid: replay changed
+        a tile or categorical decision (compute locations may snap), or a post-processor rejected it."""
+        if len(decisions) != len(self.sites):
+            raise ValueError(f"expected {len(self.sites)} decisions, got {len(decisions)}")
+        sch = Schedule(self.mod)
+        try:
+            self.with_decisions(decisions).apply_to_schedule(sch, remove_postproc=True)
+        except Exception:  # invalid categorical index, failing primitive: an invalid candidate
+            return None
+        effective = trace_decisions(sch.trace)
+        for site, wanted, got in zip(self.sites, decisions, effective, strict=True):
+            if site.kind != "SampleComputeLocation" and list(np.atleast_1d(wanted)) != list(
+                np.atleast_1d(got)
+            ):
+                return None
+        if postprocess:
+            try:
+                if not all(p.apply(sch) for p in self.postprocs):
+                    return None
+            except Exception:
+                return None
+        return sch
+
+    def space_size(self) -> int:
+        """Number of decision vectors of this space (tiles x categories; compute locations count 1 each,
+        since their valid range is only known by replaying)."""
+        size = 1
+        for site in self.sites:
+            if site.kind == "SamplePerfectTile":
+                size *= _count_tilings(site.extent, site.n, site.max_innermost)
+            elif site.kind == "SampleCategorical":
+                size *= len(site.candidates)
+        return size
+
+
+def _count_tilings(extent: int, n: int, max_innermost: int) -> int:
+    """Ordered factorizations of ``extent`` into ``n`` factors with the innermost <= ``max_innermost``."""
+
+    def count(rest: int, parts: int) -> int:
+        if parts == 1:
+            return 1
+        return sum(count(rest // d, parts - 1) for d in _divisors(rest))
+
+    return sum(
+        count(extent // d, n - 1) for d in _divisors(extent) if max_innermost <= 0 or d <= max_innermost
+    )

@@ -1,0 +1,191 @@
+"""Copula proposals of MetaSchedule candidates for a new task, learned from other tasks' measured records.
+
+Source records are grouped by design-space signature (:func:`.encoding.trace_signature`); each group gets
+a :class:`.copula.ConditionalCopula` over task descriptor + decision vector. For a target task, every design
+space whose signature has a copula is sampled (draws split in proportion to the group's kept source rows),
+samples are repaired to the target's loop extents, deduplicated, ordered and validated by replay +
+post-processing (:meth:`.encoding.SpaceEncoding.replay`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import tvm
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.search.budget import BudgetEstimate, estimate_budget
+from tvm_transfer.search.copula import ConditionalCopula
+from tvm_transfer.search.encoding import (
+    SpaceEncoding,
+    decision_columns,
+    decision_vector,
+    trace_decisions,
+    trace_signature,
+)
+from tvm_transfer.search.sources import SourceRecord, task_descriptor
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Proposal", "TraceCopulaSampler"]
+
+ORDERS = ("frequency", "sample")
+
+
+@dataclass
+class Proposal:
+    """A validated candidate: its post-processed schedule, decisions and the signature of its space."""
+
+    schedule: Schedule
+    decisions: list
+    signature: str
+    frequency: int
+
+
+class TraceCopulaSampler:
+    """Fit copulas on source records; propose valid, distinct candidates for a target task.
+
+    Parameters
+    ----------
+    quantile:
+        Share of each source task's measured records kept (best first), 0.3 as in the paper.
+    distribution:
+        Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
+    order:
+        ``"frequency"``: the repaired candidates the copula generates most often first (its modes);
+        ``"sample"``: first generated first (the paper's order).
+    draws:
+        Copula rows drawn per proposed candidate.
+    """
+
+    def __init__(
+        self,
+        quantile: float = 0.3,
+        distribution: str = "truncated_gaussian",
+        order: str = "frequency",
+        draws: int = 8,
+    ) -> None:
+        if order not in ORDERS:
+            raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+        self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
+
+    def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
+        if not records:
+            raise ValueError("no source records to fit on")
+        groups: dict[str, list[dict]] = {}
+        descriptor_columns: dict[str, list[str]] = {}
+        for record in records:
+            try:
+                decisions = trace_decisions(record.trace)
+            except ValueError as error:  # an unsupported sampling instruction: not transferable
+                log.info("skipping a source record: %s", error)
+                continue
+            signature = trace_signature(record.trace)
+            row = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
+            row.update(record.descriptor, cost=record.seconds, task=record.task)
+            groups.setdefault(signature, []).append(row)
+            descriptor_columns.setdefault(signature, list(record.descriptor))
+        self.copulas_: dict[str, ConditionalCopula] = {}
+        self.weights_: dict[str, int] = {}
+        for signature, rows in groups.items():
+            frame = pd.DataFrame(rows)
+            values = [c for c in frame if c.startswith("s") and c[1:2].isdigit()]
+            descriptors = [c for c in descriptor_columns[signature] if c in frame]
+            frame = frame.dropna(subset=descriptors + values)  # tasks whose descriptor lacks a column
+            if not np.isfinite(frame["cost"]).any():
+                continue
+            copula = ConditionalCopula(self.quantile, self.distribution)
+            try:
+                copula.fit(frame, descriptors, values)
+            except ValueError as error:
+                log.info("no copula for one design space: %s", error)
+                continue
+            self.copulas_[signature] = copula
+            self.weights_[signature] = copula.n_rows_
+        if not self.copulas_:
+            raise ValueError("no design space of the sources has a finite measured record to learn from")
+        return self
+
+    def encodings(
+        self, mod: tvm.IRModule, design_spaces: Sequence[Schedule], postprocs: Sequence
+    ) -> list[SpaceEncoding]:
+        """The target's design spaces (one per signature) that some source copula covers."""
+        found: dict[str, SpaceEncoding] = {}
+        for space in design_spaces:
+            encoding = SpaceEncoding(mod, space, postprocs)
+            if encoding.signature in self.copulas_ and encoding.signature not in found:
+                found[encoding.signature] = encoding
+        return list(found.values())
+
+    def _draw(self, encodings: Sequence[SpaceEncoding], descriptor: dict, n: int, seed: int) -> list[tuple]:
+        """``n`` repaired draws split over the spaces, as (signature, decisions-json) in draw order."""
+        total = sum(self.weights_[e.signature] for e in encodings)
+        out: list[tuple] = []
+        for i, encoding in enumerate(encodings):
+            share = max(1, round(n * self.weights_[encoding.signature] / total))
+            copula = self.copulas_[encoding.signature]
+            frame = copula.sample(descriptor, share, seed=seed + i)
+            if list(frame.columns) != encoding.columns:
+                raise ValueError("source and target design spaces encode to different columns")
+            for row in frame.to_numpy():
+                decisions = encoding.repair(row)
+                out.append((encoding.signature, repr(decisions), decisions))
+        return out
+
+    def propose(
+        self,
+        mod: tvm.IRModule,
+        target: tvm.target.Target,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence[ms.postproc.Postproc],
+        count: int,
+        seed: int = 0,
+    ) -> list[Proposal]:
+        """Up to ``count`` distinct valid candidates for the task ``mod`` on ``target``, best-guess first."""
+        encodings = self.encodings(mod, design_spaces, postprocs)
+        if not encodings:
+            log.warning("no design space of this task matches a source design space: no copula samples")
+            return []
+        by_signature = {e.signature: e for e in encodings}
+        drawn = self._draw(encodings, task_descriptor(mod, target), max(count * self.draws, 64), seed)
+        counts = Counter((sig, key) for sig, key, _ in drawn)
+        unique: dict[tuple, list] = {}
+        for sig, key, decisions in drawn:
+            unique.setdefault((sig, key), decisions)
+        keys = list(unique)
+        if self.order == "frequency":
+            keys.sort(key=lambda k: -counts[k])
+        proposals: list[Proposal] = []
+        for sig, key in keys:
+            if len(proposals) >= count:
+                break
+            schedule = by_signature[sig].replay(unique[(sig, key)])
+            if schedule is not None:
+                proposals.append(Proposal(schedule, unique[(sig, key)], sig, counts[(sig, key)]))
+        return proposals
+
+    def budget(
+        self,
+        mod: tvm.IRModule,
+        target: tvm.target.Target,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence,
+        success_bar: float = 0.5,
+        max_draws: int = 4096,
+        seed: int = 0,
+    ) -> BudgetEstimate:
+        """The paper's budget rule for this task: ``|S|`` = the covered spaces' decision combinations;
+        ``C`` = distinct repaired candidates among ``min(|S|, max_draws)`` conditional draws. MetaSchedule
+        spaces are huge, so the draw cap makes ``C`` an underestimate (see ``docs/copula_search.md``)."""
+        encodings = self.encodings(mod, design_spaces, postprocs)
+        if not encodings:
+            raise ValueError("no design space of this task matches a source design space")
+        size = sum(e.space_size() for e in encodings)
+        drawn = self._draw(encodings, task_descriptor(mod, target), min(size, max_draws), seed)
+        return estimate_budget(size, len({(sig, key) for sig, key, _ in drawn}), success_bar=success_bar)

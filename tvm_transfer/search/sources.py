@@ -1,0 +1,87 @@
+"""Source records for transfer: measured candidates read from earlier MetaSchedule tuning work dirs.
+
+A source record is one measured trace with its task's descriptor. The descriptor is derived from the task
+itself, so any work dir works without knowing how it was made: ``log2`` of every dimension of the entry
+function's tensor arguments (``a<i>_d<j>``; e.g. a matmul gives M, K, K, N, M, N; duplicates are dropped by
+the copula) and the target's hardware features (``hw_<name>``, :func:`tvm_transfer.target.hardware_features`).
+Tasks whose argument ranks differ cannot share columns; :func:`load_sources` keeps what matches a target.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Trace
+
+from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SourceRecord", "load_sources", "task_descriptor"]
+
+# MetaSchedule stores a failed build with run time 1e10 s (anything this large is a failure).
+_FAILED_SECONDS = 1e9
+
+
+def task_descriptor(mod: tvm.IRModule, target: tvm.target.Target | None = None) -> dict[str, float]:
+    """Descriptor of a task: log2 of its tensor argument dimensions and, if given, hardware features."""
+    infos = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    out: dict[str, float] = {}
+    for i, info in enumerate(infos):
+        for j, dim in enumerate(info.shape):
+            out[f"a{i}_d{j}"] = math.log2(max(int(dim), 1))
+    if target is not None:
+        try:
+            values = hardware_features(target)
+        except (UnsupportedTargetError, KeyError, ValueError) as error:
+            log.info("no hardware features for %s (%s): descriptor has shape only", target, error)
+        else:
+            out.update({f"hw_{n}": float(v) for n, v in zip(HW_FEATURE_NAMES, values, strict=True)})
+    return out
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One measured candidate of a source task: its trace, mean latency (seconds; inf = failed), task key
+    (the structural hash of its module, as hex) and descriptor."""
+
+    trace: Trace
+    seconds: float
+    task: str
+    descriptor: dict[str, float]
+
+
+def _records_of_database(database: ms.database.Database) -> Iterable[SourceRecord]:
+    descriptors: dict[str, dict[str, float]] = {}
+    for record in database.get_all_tuning_records():
+        mod = record.workload.mod
+        task = ms.utils.shash2hex(mod)
+        if task not in descriptors:
+            descriptors[task] = task_descriptor(mod, record.target)
+        secs = [float(s) for s in record.run_secs] if record.run_secs else []
+        seconds = float(np.mean(secs)) if secs and max(secs) < _FAILED_SECONDS else math.inf
+        yield SourceRecord(record.trace, seconds, task, descriptors[task])
+
+
+def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None) -> list[SourceRecord]:
+    """All measured records of the JSONDatabases in ``work_dirs`` (as written by ``tune_workload``).
+
+    ``exclude``: a task (typically the target) whose own records are left out, so a leave-one-out
+    evaluation never sees the answer. Raises ``FileNotFoundError`` for a directory without a database.
+    """
+    records: list[SourceRecord] = []
+    skip = ms.utils.shash2hex(exclude) if exclude is not None else None
+    for work_dir in work_dirs:
+        path = Path(work_dir)
+        if not (path / "database_tuning_record.json").exists():
+            raise FileNotFoundError(f"{path} holds no MetaSchedule database (database_tuning_record.json)")
+        database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+        records += [r for r in _records_of_database(database) if r.task != skip]
+    return records

@@ -1,0 +1,149 @@
+"""MetaSchedule search strategies seeded by copula samples (:class:`CopulaSearch`).
+
+``CopulaSearch(sampler)`` wraps MetaSchedule's ``EvolutionarySearch`` (the recipe of
+``/work/shared/notes/tvm_metaschedule.md`` section 3.4): at ``pre_tuning`` it asks the fitted
+:class:`.sampler.TraceCopulaSampler` for distinct, validated candidates of the task; the first batch
+measures them (best guess first); later batches evolve a population made of those seeds, the best
+records of the database and fresh random samples, under whatever cost model the tuner uses.
+``few_shot=True`` measures only the copula candidates, in order, and stops when they run out.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tvm_ffi
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule import _ffi_api
+from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
+
+from tvm_transfer.search.sampler import Proposal, TraceCopulaSampler
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CopulaSearch"]
+
+
+def _candidate(schedule) -> MeasureCandidate:
+    return MeasureCandidate(schedule, ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True))
+
+
+@derived_object
+class CopulaSearch(PySearchStrategy):
+    """Copula-seeded evolutionary search, or plain few-shot measurement of the copula samples.
+
+    Parameters
+    ----------
+    sampler:
+        A fitted :class:`TraceCopulaSampler`.
+    num_seeds:
+        Candidates asked of the copula (default: the first batch's size in evolution mode, the whole
+        trial budget in few-shot mode).
+    few_shot:
+        Only measure the copula's candidates, in order.
+    seed:
+        Seed of the copula draws.
+    proposal_log:
+        A list that receives every proposal made (shared with clones: ``tune_tir`` tunes a clone, so this
+        is how a caller sees which candidates came from the copula).
+    evo_kwargs:
+        ``EvolutionarySearch`` arguments (``population_size``, ``init_min_unmeasured``, ...).
+    """
+
+    def __init__(
+        self,
+        sampler: TraceCopulaSampler,
+        num_seeds: int | None = None,
+        few_shot: bool = False,
+        seed: int = 0,
+        proposal_log: list[Proposal] | None = None,
+        **evo_kwargs,
+    ) -> None:
+        self.sampler, self.num_seeds, self.few_shot, self.seed = sampler, num_seeds, few_shot, seed
+        self.proposal_log = proposal_log
+        self.evo_kwargs = evo_kwargs
+        self.inner = EvolutionarySearch(**evo_kwargs)
+        self.proposals: list[Proposal] = []
+
+    def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
+        self.context = context
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(
+        self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
+    ) -> None:
+        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
+        self.trials, self.next_seed = 0, 0
+        self.measured: set[int] = set()
+        count = self.num_seeds or (self.max_trials if self.few_shot else self.per_iter)
+        ctx = self.context
+        self.proposals = self.sampler.propose(
+            ctx.mod, ctx.target, list(design_spaces), list(ctx.space_generator.postprocs), count, self.seed
+        )
+        log.info("copula proposed %d valid candidates (asked %d)", len(self.proposals), count)
+        if self.proposal_log is not None:
+            self.proposal_log.extend(self.proposals)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def _take(self, schedules, num: int) -> list[MeasureCandidate]:
+        out = []
+        for schedule in schedules:
+            key = tvm_ffi.structural_hash(schedule.mod)
+            if key not in self.measured and len(out) < num:
+                self.measured.add(key)
+                out.append(_candidate(schedule))
+        return out
+
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        if self.trials >= self.max_trials:
+            return None
+        num = min(self.per_iter, self.max_trials - self.trials)
+        if self.next_seed < len(self.proposals):
+            batch = self.proposals[self.next_seed : self.next_seed + num]
+            self.next_seed += len(batch)
+            return self._take([p.schedule for p in batch], num) or None
+        if self.few_shot:
+            return None
+        population = [p.schedule for p in self.proposals] + self._database_best()
+        size = int(self.evo_kwargs.get("population_size", 512))
+        fresh = _ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(
+            self.inner, max(size - len(population), 1)
+        )
+        fresh = list(fresh)
+        try:
+            bests = _ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(
+                self.inner, population + fresh, 2 * num
+            )
+        except RuntimeError as error:
+            # Seen once on conv2d (TVM 0.27): a mutant's replay failed an internal check ("old_outputs.size()
+            # == new_outputs.size()") that the C++ mutation loop does not catch. Evolve the fresh samples
+            # alone rather than abort the whole tuning run.
+            log.warning("evolution with the seeded population failed (%s); evolving fresh samples", error)
+            bests = _ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(self.inner, fresh, 2 * num)
+        return self._take(bests, num) or None
+
+    def _database_best(self) -> list:
+        """Best measured schedules of this task so far (MetaSchedule's own strategy starts from them too)."""
+        if self.database is None:
+            return []
+        k = int(int(self.evo_kwargs.get("population_size", 512)) * 0.2)
+        workload = self.database.commit_workload(self.context.mod)
+        out = []
+        for record in self.database.get_top_k(workload, k):
+            candidate = record.as_measure_candidate()
+            if candidate is not None:
+                out.append(candidate.sch)
+        return out
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        self.trials += len(results)
+        self.inner.notify_runner_results(measure_candidates, results)
+
+    def clone(self) -> CopulaSearch:
+        return CopulaSearch(
+            self.sampler, self.num_seeds, self.few_shot, self.seed, self.proposal_log, **self.evo_kwargs
+        )
