@@ -6,7 +6,9 @@ imports only the standard library and ``tenset_tools.cli`` at import time, so ``
 does not pay for TVM's import; the work is imported when a command runs.
 
 ``train`` fits one of our cost models (:data:`TRAINABLE`) on a dataset's kernel + hardware features to the
-normalised throughput and saves it; ``eval`` loads a saved model and prints TenSet's metrics.
+normalised throughput and saves it; ``eval`` loads a saved model and prints TenSet's metrics. For the
+BiLSTM, ``train`` pretrains (the saved file is a base for fine-tuning) and ``train --pretrained FILE
+--fine-tune-mode MODE`` fine-tunes such a base on (target) records instead; see ``docs/bilstm.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "TRAINABLE",
     "dataset_features",
     "evaluate_model",
+    "fine_tune_model",
     "register_collect",
     "register_eval",
     "register_train",
@@ -30,7 +33,7 @@ __all__ = [
 ]
 
 #: Cost models ``train`` can fit (ours: they take feature matrices and save themselves).
-TRAINABLE = ("xgboost", "lightgbm", "mlp")
+TRAINABLE = ("xgboost", "lightgbm", "mlp", "bilstm")
 
 
 # The Python API behind train/eval --------------------------------------------------------------------
@@ -57,13 +60,18 @@ def _groups(frame):
     return (frame["task_id"] + "/" + frame["target_id"]).to_numpy()
 
 
-def train_model(frame, model: str = "xgboost", seed: int = 0):
-    """Fit cost model ``model`` (a name of :data:`TRAINABLE`) on a frame with ``norm_throughput`` filled."""
+def train_model(frame, model: str = "xgboost", seed: int = 0, **params):
+    """Fit cost model ``model`` (a name of :data:`TRAINABLE`) on a frame with ``norm_throughput`` filled.
+
+    ``params`` are further constructor arguments. The BiLSTM is pretrained on the frame
+    (``BiLSTMCostModel.pretrain``), so the result can be fine-tuned later."""
     from tvm_transfer.cost_models import make_cost_model
 
     if model not in TRAINABLE:
         raise ValueError(f"cannot train {model!r} on a dataset; choose one of {', '.join(TRAINABLE)}")
-    cost_model = make_cost_model(model, seed=seed)
+    cost_model = make_cost_model(model, seed=seed, **params)
+    if model == "bilstm":
+        return cost_model.pretrain(frame)
     features = dataset_features(frame, cost_model.use_hardware_features)
     return cost_model.fit_features(features, frame["norm_throughput"].to_numpy(), _groups(frame))
 
@@ -72,7 +80,10 @@ def evaluate_model(cost_model, frame, ks: tuple[int, ...] = (1, 5)) -> dict[str,
     """TenSet's metrics (:func:`tenset_tools.metrics.evaluate_predictions`) of a fitted model on a frame."""
     from tenset_tools.metrics import evaluate_predictions
 
-    preds = cost_model.predict_features(dataset_features(frame, cost_model.use_hardware_features))
+    if hasattr(cost_model, "frame_features"):  # models with their own inputs (the BiLSTM's sequences)
+        preds = cost_model.predict_features(cost_model.frame_features(frame))
+    else:
+        preds = cost_model.predict_features(dataset_features(frame, cost_model.use_hardware_features))
     return evaluate_predictions(frame, preds, ks)
 
 
@@ -83,6 +94,12 @@ def _read_split(args: argparse.Namespace):
     from tenset_tools.split import split
 
     frame = read_dataset(args.dataset)
+    if getattr(args, "targets", None):
+        wanted = args.targets.split(",")
+        unknown = sorted(set(wanted) - set(frame["target_id"]))
+        if unknown:
+            raise ValueError(f"target(s) {unknown} not in {args.dataset} ({sorted(set(frame['target_id']))})")
+        frame = frame[frame["target_id"].isin(wanted)].reset_index(drop=True)
     if args.split_scheme is None:
         frame = add_normalised_throughput(frame)
         return frame, frame
@@ -100,19 +117,64 @@ def _summary(frame) -> list[tuple[str, object]]:
 # train ---------------------------------------------------------------------------------------------------
 
 
+def _hyper_parameters(pairs: list[str] | None) -> dict:
+    """``--set NAME=VALUE`` pairs as constructor arguments (values parsed as JSON, else kept as strings)."""
+    params = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--set expects NAME=VALUE, got {pair!r}")
+        try:
+            params[name] = json.loads(value)
+        except json.JSONDecodeError:
+            params[name] = value
+    return params
+
+
+def fine_tune_model(pretrained: str | Path, frame, mode: str = "full", tasks=None, **params):
+    """Load a pretrained BiLSTM file and fine-tune it on ``frame`` (``BiLSTMCostModel.fine_tune``)."""
+    from tvm_transfer.cost_models import load_cost_model
+
+    cost_model = load_cost_model(pretrained)
+    if not getattr(cost_model, "pretrained", False):
+        raise ValueError(
+            f"{pretrained} holds a {type(cost_model).__name__} without a pretrained base; only BiLSTM models "
+            "saved by `tenset-tools train --model bilstm` can be fine-tuned"
+        )
+    cost_model.set_params(**params)
+    return cost_model.fine_tune(frame, mode=mode, tasks=tasks)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     train, test = _read_split(args)
+    params = _hyper_parameters(args.set)
     start = time.perf_counter()
-    cost_model = train_model(train, args.model, args.seed)
+    if args.pretrained:
+        if args.records_per_task:
+            train = _few_records(train, args.records_per_task, args.seed)
+        tasks = args.tasks.split(",") if args.tasks else None
+        cost_model = fine_tune_model(args.pretrained, train, args.fine_tune_mode, tasks, **params)
+    else:
+        cost_model = train_model(train, args.model, args.seed, **params)
     elapsed = time.perf_counter() - start
     cost_model.save(str(args.out_file))
     print(f"wrote {args.out_file}")
-    rows = [("model", args.model), *_summary(train), ("training seconds", round(elapsed, 2))]
+    model = f"{args.pretrained} fine-tuned ({args.fine_tune_mode})" if args.pretrained else args.model
+    rows = [("model", model), *_summary(train), ("training seconds", round(elapsed, 2))]
     if args.split_scheme is not None:
         rows += [(f"test {name}", value) for name, value in _summary(test)]
         rows += [(f"test {name}", value) for name, value in evaluate_model(cost_model, test).items()]
     print(markdown_table(rows))
     return 0
+
+
+def _few_records(frame, per_group: int, seed: int):
+    """At most ``per_group`` seeded random records of every (task, target) group, renormalised."""
+    from tenset_tools.schema import add_normalised_throughput
+
+    shuffled = frame.sample(frac=1.0, random_state=seed)
+    few = shuffled.groupby(["task_id", "target_id"], sort=False).head(per_group)
+    return add_normalised_throughput(few.sort_index().reset_index(drop=True))
 
 
 def register_train(subparsers: argparse._SubParsersAction) -> None:
@@ -127,6 +189,34 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", help="Parquet dataset file")
     parser.add_argument("--model", choices=TRAINABLE, default="xgboost", help="default: xgboost")
     parser.add_argument("-o", "--out-file", required=True, help="where to save the model")
+    parser.add_argument(
+        "--targets", help="comma-separated target ids: use only their records (e.g. the source targets)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a constructor argument of the model, e.g. --set epochs=30 --set loss=lambdarank (repeatable)",
+    )
+    parser.add_argument(
+        "--pretrained",
+        metavar="FILE",
+        help="fine-tune this pretrained BiLSTM (from `train --model bilstm`) on the (train side of the) "
+        "dataset instead of training from scratch; --model is ignored",
+    )
+    parser.add_argument(
+        "--fine-tune-mode",
+        choices=("full", "head", "task", "plus"),
+        default="full",
+        help="with --pretrained: full, head (frozen encoder), task (task embedding + head, on --tasks), "
+        "plus (frozen base + XGBoost on residuals); default: full",
+    )
+    parser.add_argument("--tasks", help="with --fine-tune-mode task: comma-separated task ids to retrain on")
+    parser.add_argument(
+        "--records-per-task",
+        type=int,
+        help="with --pretrained: fine-tune on at most this many random records per (task, target)",
+    )
     add_split_options(parser, default=None)
     parser.set_defaults(run=_run_train)
 
@@ -157,6 +247,7 @@ def register_eval(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="saved model file")
     parser.add_argument("dataset", help="Parquet dataset file")
     parser.add_argument("--json", help="also write the metrics to this JSON file")
+    parser.add_argument("--targets", help="comma-separated target ids: evaluate on their records only")
     add_split_options(parser, default=None)
     parser.set_defaults(run=_run_eval)
 
