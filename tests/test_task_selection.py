@@ -1,0 +1,170 @@
+"""FLOPs-aware task selection and schedule transfer, on real networks' tasks and real tuning runs."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.cli import main
+from tvm_transfer.schedule_transfer import adapt_tile, block_signature, replay_trace, transfer_schedules
+from tvm_transfer.task_selection import TaskSelection, allocate_trials, plan_budget, select_tasks, task_work
+from tvm_transfer.tune import _database, compile_network, extract_network_tasks, tune_network
+
+BERT_MATMULS = {"fused_matmul3_add3", "fused_matmul4_add1", "fused_matmul_add", "fused_matmul2_add1"}
+
+
+@pytest.fixture(scope="module")
+def bert_tasks(target):
+    return extract_network_tasks("bert_tiny_layer", target)
+
+
+def by_name(tasks, name):
+    return next(t for t in tasks if getattr(t, "task_name", getattr(t, "name", None)) == name)
+
+
+def test_work_and_shares_of_real_tasks(bert_tasks):
+    works = task_work(bert_tasks)
+    assert [w.name for w in works] == [t.task_name for t in bert_tasks]
+    assert sum(w.share for w in works) == pytest.approx(1.0)
+    norm = by_name(works, "layer_norm")  # occurs twice per layer: its weight counts
+    assert norm.weight == 2 and norm.work == pytest.approx(2 * norm.flops)
+    assert by_name(works, "reshape").work == 0.0
+
+
+def test_flops_share_selects_the_smallest_covering_prefix(bert_tasks):
+    works = task_work(bert_tasks)
+    chosen = select_tasks(works, TaskSelection(flops_share=0.9))
+    # The four linear layers carry ~91% of the work; three of them only ~84%.
+    assert {w.name for w in chosen} == BERT_MATMULS
+    shares = [w.share for w in chosen]
+    assert shares == sorted(shares, reverse=True)
+    assert sum(shares) >= 0.9 > sum(shares[:-1])
+    three = select_tasks(works, TaskSelection(flops_share=0.8))
+    assert [w.name for w in three] == [w.name for w in chosen[:3]]
+    assert len(select_tasks(works, TaskSelection(flops_share=1.0, top_tasks=2))) == 2
+    # Tasks without FLOPs (reshapes, slices) are never worth a trial.
+    assert all(w.work > 0 for w in select_tasks(works, TaskSelection(flops_share=1.0)))
+
+
+def test_budgets_are_proportional_with_a_floor():
+    # Exact proportional split when every share is above the floor.
+    assert allocate_trials([3.0, 1.0], 64, 8) == [48, 16]
+    # A light task gets the floor; the rest is shared again in proportion.
+    budgets = allocate_trials([100.0, 50.0, 1.0], 64, 8)
+    assert budgets[2] == 8 and sum(budgets) == 64
+    assert budgets[0] == pytest.approx(2 * budgets[1], abs=1)
+    assert sum(allocate_trials([5.0, 3.0, 2.0], 33, 4)) == 33  # rounding keeps the total
+    with pytest.raises(ValueError, match="cannot give 3 tasks 8 trials"):
+        allocate_trials([1.0, 1.0, 1.0], 16, 8)
+
+
+def test_budget_plan_on_a_real_network(bert_tasks):
+    works = task_work(bert_tasks)
+    chosen, budgets = plan_budget(works, TaskSelection(flops_share=0.9), total=128, batch=16)
+    assert sum(budgets) == 128 and min(budgets) >= 16
+    heavy = {w.name: b for w, b in zip(chosen, budgets, strict=True)}
+    assert heavy["fused_matmul3_add3"] > heavy["fused_matmul_add"] >= heavy["fused_matmul2_add1"]
+    # A budget of two batches keeps only the two heaviest tasks (the others are left to transfer).
+    chosen, budgets = plan_budget(works, TaskSelection(flops_share=0.9), total=32, batch=16)
+    assert [w.name for w in chosen] == ["fused_matmul3_add3", "fused_matmul4_add1"] and budgets == [16, 16]
+
+
+def test_bad_selection_is_rejected(capsys):
+    with pytest.raises(ValueError, match="flops_share"):
+        TaskSelection(flops_share=0.0)
+    with pytest.raises(ValueError, match="top_tasks"):
+        TaskSelection(top_tasks=0)
+    with pytest.raises(SystemExit, match="flops_share must be in"):
+        main(["tune-network", "mlp", "--flops-share", "1.5"])
+
+
+def test_adapt_tile_always_tiles_the_new_extent():
+    assert adapt_tile([1, 8, 4, 4], 128) == [1, 8, 4, 4]
+    for decision, extent in [([1, 8, 4, 4], 64), ([2, 3, 5, 16], 384), ([1, 64, 2, 1], 10), ([7, 1], 13)]:
+        adapted = adapt_tile(decision, extent)
+        assert int(np.prod(adapted)) == extent
+        assert all(a <= max(d, extent) for a, d in zip(adapted[1:], decision[1:], strict=True))
+
+
+@pytest.fixture(scope="module")
+def tuned_matmul(bert_tasks, target, small_options, tmp_path_factory):
+    """A real 8-trial tune of BERT-tiny's QKV projection (64x128 @ 128x384 + bias)."""
+    work_dir = tmp_path_factory.mktemp("tuned_matmul")
+    source = by_name(bert_tasks, "fused_matmul_add")
+    options = replace(small_options, trials=8, population_size=16)
+    tune_network("bert_tiny_layer", work_dir, target=target, options=options, tasks=[source])
+    return source, work_dir
+
+
+def test_a_tuned_trace_replays_on_another_shape_and_computes_the_reference(bert_tasks, target, tuned_matmul):
+    source, work_dir = tuned_matmul
+    database = _database(work_dir)
+    record = database.get_top_k(database.commit_workload(source.dispatched[0]), 1)[0]
+    destination = by_name(bert_tasks, "fused_matmul2_add1")  # 64x128 @ 128x128: other extents
+    mod = destination.dispatched[0]
+    assert block_signature(mod) == block_signature(source.dispatched[0])
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=1)
+    sch, _ = replay_trace(record.trace, mod, context)
+    assert any(inst.kind.name == "SamplePerfectTile" for inst in sch.trace.insts)
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype("float32") for s in [(64, 128), (128, 128), (128,)])
+    out = tvm.runtime.tensor(np.zeros((64, 128), "float32"))
+    tvm.compile(sch.mod, target=target)["main"](*map(tvm.runtime.tensor, (x, w, b)), out)
+    np.testing.assert_allclose(out.numpy(), x @ w + b, rtol=1e-4, atol=1e-4)
+    # A trace of another structure does not replay.
+    norm = by_name(bert_tasks, "layer_norm").dispatched[0]
+    norm_context = ms.TuneContext(mod=norm, target=target, space_generator="post-order-apply", num_threads=1)
+    with pytest.raises(ValueError, match="does not replay"):
+        replay_trace(record.trace, norm, norm_context)
+
+
+def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul):
+    source, work_dir = tuned_matmul
+    database = _database(work_dir)
+    destination, norm = by_name(bert_tasks, "fused_matmul2_add1"), by_name(bert_tasks, "layer_norm")
+    moved, kept = transfer_schedules([destination, norm], [source], database, target, candidates=2)
+    assert (moved.status, moved.source, moved.label) == (
+        "transferred",
+        "fused_matmul_add",
+        "transferred-from-fused_matmul_add",
+    )
+    assert moved.valid >= 1 and moved.seconds < moved.default_seconds
+    assert (kept.status, kept.candidates) == ("default", 0) and "block structure" in kept.reason
+    # The committed record is what compilation will find for the task.
+    reloaded = _database(work_dir)
+    assert reloaded.query_schedule(destination.dispatched[0], target, destination.task_name) is not None
+    assert reloaded.query_schedule(norm.dispatched[0], target, norm.task_name) is None
+
+
+@pytest.mark.slow  # ~40 s on the shared 2-core machine
+def test_network_tuned_with_selection_and_transfer_matches_pytorch(target, small_options, tmp_path):
+    # mlp: the first layer carries ~75% of the FLOPs; the second (same structure) gets its schedule.
+    options = replace(small_options, trials=8, population_size=16)
+    result = tune_network(
+        "mlp", tmp_path, target=target, options=options, selection=TaskSelection(flops_share=0.7)
+    )
+    status = dict(zip([t[0] for t in result.tasks], result.status, strict=True))
+    assert status == {
+        "fused_matmul2_add2": "default",  # no ReLU: another block structure
+        "fused_matmul1_add1_relu1": "transferred-from-fused_matmul_add_relu",
+        "fused_matmul_add_relu": "tuned",
+    }
+    assert result.new_trials == 8 and result.selection["budgets"] == {"fused_matmul_add_relu": 8}
+    assert "transferred-from-fused_matmul_add_relu" in result.table()
+    compiled = compile_network("mlp", tmp_path, target=target)
+    assert compiled.max_abs_error < 1e-4 and compiled.tvm_seconds > 0
+
+
+def test_cli_selection_flags():
+    from tvm_transfer.cli import _selection, build_parser
+
+    def parse(*flags):
+        return _selection(build_parser().parse_args(["tune-network", "bert_tiny_layer", *flags]))
+
+    assert parse() is None  # no flag: every task under the gradient scheduler, as before
+    assert parse("--flops-share", "0.8") == TaskSelection(flops_share=0.8)
+    assert parse("--top-tasks", "2", "--no-transfer") == TaskSelection(
+        flops_share=0.9, top_tasks=2, transfer=False
+    )
