@@ -39,3 +39,21 @@ def sample_candidates(context: ms.TuneContext, count: int) -> list[ms.MeasureCan
         ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True))
         for s in schedules
     ]
+
+
+def tiny_tune_tir(workload: Workload, target: tvm.target.Target, work_dir, cost_model: ms.CostModel) -> None:
+    """A real 16-trial ``ms.tune_tir`` of ``workload`` (batches of 8, population 32) with ``cost_model``."""
+    from tvm_transfer.measure import PersistentBuilder, local_runner
+
+    ms.tune_tir(
+        mod=workload.prim_func().with_attr("global_symbol", "main"),
+        target=target,
+        work_dir=str(work_dir),
+        max_trials_global=16,
+        num_trials_per_iter=8,
+        builder=PersistentBuilder(),
+        runner=local_runner(),
+        cost_model=cost_model,
+        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
+        seed=1,
+    )

@@ -4,7 +4,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from ms_helpers import sample_candidates, tune_context
+from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
@@ -55,18 +55,7 @@ def measured(target, matmul, tmp_path_factory):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_model_is_called_by_tune_tir(name, target, matmul, tmp_path):
     model = counting(MODELS[name])()
-    ms.tune_tir(
-        mod=matmul.prim_func().with_attr("global_symbol", "main"),
-        target=target,
-        work_dir=str(tmp_path),
-        max_trials_global=16,
-        num_trials_per_iter=8,
-        builder=PersistentBuilder(),
-        runner=local_runner(),
-        cost_model=model,
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
-        seed=1,
-    )
+    tiny_tune_tir(matmul, target, tmp_path, model)
     assert model.calls["update"] == 2  # once per measured batch
     assert model.calls["predict"] >= 4  # every generation of the evolutionary search
     assert model.num_samples == 16

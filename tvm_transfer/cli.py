@@ -50,6 +50,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    from tvm_transfer.search.cli import copula_strategy
     from tvm_transfer.tune import tune_workload
     from tvm_transfer.workloads import parse_workload
 
@@ -63,21 +64,42 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         target=_target(args),
         options=_options(args),
         reference=not args.no_reference,
+        search_strategy=copula_strategy(args, workload, _options(args)),
     )
     return _report(args, result)
+
+
+def _selection(args: argparse.Namespace):
+    """A TaskSelection when any selection flag is given; ``None`` (every task, gradient scheduler) else."""
+    from tvm_transfer.task_selection import TaskSelection
+
+    if args.flops_share is None and args.top_tasks is None and not args.no_transfer:
+        return None
+    share = 0.9 if args.flops_share is None else args.flops_share
+    try:
+        return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_transfer)
+    except ValueError as error:
+        raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
 
 def _cmd_tune_network(args: argparse.Namespace) -> int:
-    from tvm_transfer.tune import tune_network
+    from tvm_transfer.tune import compile_network, tune_network
 
+    selection = _selection(args)
+    work_dir = _work_dir(args, args.network)
+    target = _target(args)
     result = tune_network(
         args.network,
-        _work_dir(args, args.network),
+        work_dir,
         cost_model=args.cost_model,
-        target=_target(args),
+        target=target,
         options=_options(args),
+        selection=selection,
     )
-    return _report(args, result)
+    status = _report(args, result)
+    if args.compile:
+        print(compile_network(args.network, work_dir, target=target).table())
+    return status
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -130,7 +152,10 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tvm_transfer.ml2tuner.cli import add_parser as add_ml2tune_command
     from tvm_transfer.networks import NETWORKS
+    from tvm_transfer.search.cli import add_tune_arguments as add_copula_arguments
+    from tvm_transfer.search.cli import register as register_copula_commands
 
     parser = argparse.ArgumentParser(prog="tvm-transfer", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own logs")
@@ -145,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--shape", help="comma-separated shape values in the order above")
     tune.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
     _add_common(tune)
+    add_copula_arguments(tune)
     tune.set_defaults(func=_cmd_tune)
 
     demo = commands.add_parser(
@@ -155,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     network = commands.add_parser("tune-network", help="tune every task of a small PyTorch network")
     network.add_argument("network", choices=list(NETWORKS))
+    network.add_argument(
+        "--flops-share",
+        type=float,
+        help="tune only the tasks carrying this share of weight x FLOPs, budget split by FLOPs "
+        "(0.9 recommended; default without any selection flag: every task, gradient scheduler)",
+    )
+    network.add_argument("--top-tasks", type=int, help="tune at most this many tasks (heaviest first)")
+    network.add_argument(
+        "--no-transfer", action="store_true", help="leave untuned tasks on TVM's default schedule"
+    )
+    network.add_argument("--compile", action="store_true", help="then build the network and time it")
     _add_common(network)
     network.set_defaults(func=_cmd_tune_network)
 
@@ -173,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     target = commands.add_parser("target", help="show the host target and its hardware features")
     _add_target(target)
     target.set_defaults(func=_cmd_target)
+    register_copula_commands(commands, _add_target)
+    add_ml2tune_command(commands)
     return parser
 
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
@@ -23,6 +24,9 @@ from tvm_transfer.cost_models import make_cost_model, runner_seconds
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
 from tvm_transfer.target import as_target
 from tvm_transfer.workloads import Workload
+
+if TYPE_CHECKING:
+    from tvm_transfer.task_selection import TaskSelection
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +228,13 @@ def tune_workload(
     target: tvm.target.Target | dict | None = None,
     options: TuneOptions | None = None,
     reference: bool = True,
+    search_strategy: ms.search_strategy.SearchStrategy | None = None,
 ) -> TuneResult:
     """Tune one operator with MetaSchedule and the given cost model (a name of ``COST_MODELS`` or an object).
 
     ``reference`` also times the same operator in PyTorch on this machine for comparison.
+    ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
+    ``tvm_transfer.search.CopulaSearch``).
     """
     options = options or TuneOptions()
     target = as_target(target)
@@ -237,7 +244,7 @@ def tune_workload(
         mod=mod,
         target=target,
         space_generator="post-order-apply",
-        search_strategy=_evolutionary(options),
+        search_strategy=search_strategy or _evolutionary(options),
         task_name=workload.name,
         rand_state=ms.utils.fork_seed(options.seed, 1)[0],
         num_threads=_num_threads(options),
@@ -278,6 +285,10 @@ class NetworkTuneResult:
     new_trials: int
     tuning_seconds: float
     profile: dict[str, float] = field(default_factory=dict)
+    # With a TaskSelection: per task "tuned", "transferred-from-<task>" or "default", and the plan
+    # (selected tasks, budgets, transfer outcomes); see tvm_transfer.task_selection.
+    status: list[str] = field(default_factory=list)
+    selection: dict = field(default_factory=dict)
 
     @property
     def weighted_latency(self) -> float:
@@ -286,13 +297,20 @@ class NetworkTuneResult:
 
     def table(self) -> str:
         lines = [f"{'task':<56} {'weight':>6} {'MFLOP':>9} {'best ms':>9} {'GFLOPS':>8} {'trials':>6}"]
-        for task, weight, flops, best, trials in self.tasks:
+        if self.status:
+            lines[0] += "  status"
+        for i, (task, weight, flops, best, trials) in enumerate(self.tasks):
             gflops = flops / best / 1e9 if np.isfinite(best) else 0.0
             row = f"{task[:56]:<56} {weight:>6g} {flops / 1e6:>9.2f} {best * 1e3:>9.4f} {gflops:>8.1f}"
-            lines.append(f"{row} {trials:>6}")
+            lines.append(f"{row} {trials:>6}" + (f"  {self.status[i]}" if self.status else ""))
+        latency = f"{self.weighted_latency * 1e3:.4f} ms"
+        if self.status and not np.isfinite(self.weighted_latency):
+            # Tasks on TVM's default lowering were not measured: sum the others only.
+            known = sum(w * best for _, w, _, best, _ in self.tasks if np.isfinite(best))
+            latency = f"{known * 1e3:.4f} ms over the tuned and transferred tasks"
         lines.append(
             f"{self.name} on {self.target} with {self.cost_model}: weighted latency "
-            f"{self.weighted_latency * 1e3:.4f} ms, {self.new_trials} trials in {self.tuning_seconds:.1f} s"
+            f"{latency}, {self.new_trials} trials in {self.tuning_seconds:.1f} s"
         )
         return "\n".join(lines)
 
@@ -315,15 +333,28 @@ def tune_network(
     options: TuneOptions | None = None,
     tasks: Sequence | None = None,
     measure: Measurement | None = None,
+    selection: TaskSelection | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of a network of :data:`tvm_transfer.networks.NETWORKS`; ``options.trials`` is the
     budget for the whole network (measured records already in ``work_dir`` count), shared by
     MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to some of the network's
-    :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder, runner or progress bar."""
+    :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder, runner or progress bar.
+
+    With ``selection`` (a :class:`tvm_transfer.task_selection.TaskSelection`) only the tasks carrying most
+    of the network's FLOPs are tuned, each for a budget proportional to its weight x FLOPs, and the other
+    tasks get schedules transferred from similar tuned tasks; ``None`` keeps the gradient scheduler over
+    all tasks."""
     options = options or TuneOptions()
     target = as_target(target)
     import_tensor_intrin_fast()
     extracted = list(tasks) if tasks is not None else extract_network_tasks(name, target)
+    if selection is not None:
+        from tvm_transfer.task_selection import tune_selected
+
+        return tune_selected(
+            name, extracted, work_dir, cost_model=cost_model, target=target, options=options,
+            selection=selection, measure=measure,
+        )  # fmt: skip
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted, str(work_dir), strategy=_evolutionary(options), num_threads=_num_threads(options),
         seed=options.seed,

@@ -75,8 +75,12 @@ def test_every_record_converts_with_features_flops_and_target(database, target, 
     trace = json.loads(first["candidate"])
     assert len(first["sequence_features"]) == len(trace[0])
     assert len(first["sequence_features"][0]) == TRACE_ROW_WIDTH
-    measured = sorted(float(np.mean([float(s) for s in r.run_secs])) for r in records)
-    assert frame["valid"].all() and np.allclose(sorted(frame["latency"]), measured)
+    measured = np.array([float(np.mean([float(s) for s in r.run_secs])) for r in records])
+    # A candidate that failed to build or run is stored by MetaSchedule with 1e10 s: it must come out
+    # invalid, and every other one valid with its measured latency.
+    failed = measured >= 1e9
+    assert int((~frame["valid"]).sum()) == int(failed.sum()) < TRIALS
+    assert np.allclose(sorted(frame.loc[frame["valid"], "latency"]), sorted(measured[~failed]))
     assert frame["network"].isna().all() and (frame["weight"] == 1.0).all()
     assert json.loads(first["workload_key"])[1:] == [["float32", [64, 64]]] * 3
 

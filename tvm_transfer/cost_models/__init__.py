@@ -1,4 +1,5 @@
-"""MetaSchedule cost models: ours (XGBoost, LightGBM, MLP) and TVM's own as comparison points."""
+"""MetaSchedule cost models: ours (XGBoost, LightGBM, MLP, attention BiLSTM) and TVM's own as comparison
+points."""
 
 from __future__ import annotations
 
@@ -35,6 +36,25 @@ def _mlp(**kwargs):
     return MLPCostModel(**kwargs)
 
 
+def _bilstm(pretrained: str | Path | None = None, **kwargs):
+    """A BiLSTM model; with ``pretrained`` (a file saved after ``pretrain``), that model, its
+    hyper-parameters overridden by ``kwargs`` (e.g. ``fine_tune_mode="head"``)."""
+    from tvm_transfer.cost_models.bilstm import BiLSTMCostModel
+
+    if pretrained is None:
+        return BiLSTMCostModel(**kwargs)
+    model = BiLSTMCostModel()
+    model.load(str(pretrained))
+    model.set_params(**kwargs)
+    return model
+
+
+def _multilevel(**kwargs):
+    from tvm_transfer.cost_models.multilevel import MultiLevelCostModel
+
+    return MultiLevelCostModel(**kwargs)
+
+
 def _tvm_xgb(seed: int = 0, **kwargs):
     # TVM's XGBModel scores at random until it holds num_warmup_samples (default 100) measurements.
     return ms.cost_model.XGBModel(config=ms.cost_model.xgb_model.XGBConfig(seed=seed), **kwargs)
@@ -53,6 +73,8 @@ COST_MODELS: dict[str, Callable[..., ms.CostModel]] = {
     "xgboost": _xgboost,
     "lightgbm": _lightgbm,
     "mlp": _mlp,
+    "bilstm": _bilstm,
+    "multilevel": _multilevel,
     "tvm-xgb": _tvm_xgb,
     "tvm-xgb-nowarmup": _tvm_xgb_nowarmup,
     "tvm-random": _tvm_random,
@@ -60,7 +82,13 @@ COST_MODELS: dict[str, Callable[..., ms.CostModel]] = {
 
 
 # Saved-model class name -> COST_MODELS name, for the models that save themselves (ours).
-_SAVED_CLASSES = {"XGBoostCostModel": "xgboost", "LightGBMCostModel": "lightgbm", "MLPCostModel": "mlp"}
+_SAVED_CLASSES = {
+    "XGBoostCostModel": "xgboost",
+    "LightGBMCostModel": "lightgbm",
+    "MLPCostModel": "mlp",
+    "BiLSTMCostModel": "bilstm",
+    "MultiLevelCostModel": "multilevel",
+}
 
 
 def load_cost_model(path: str | Path) -> ms.CostModel:
