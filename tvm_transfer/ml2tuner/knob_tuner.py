@@ -337,20 +337,18 @@ class _Tuner:
     def _round(self, round_: int, n: int) -> None:
         raise NotImplementedError
 
+    def _event(self, kind: str, index: int, result, valid: bool, latency: float, round_: int) -> Event:
+        """The log entry of one compile or profile (``result``: a compile or measure result)."""
+        knobs = self.measurer.knobs(index)
+        return Event(
+            kind, int(index), knobs, valid, result.error_kind, result.error_stage, latency, round_,
+            result.hidden_features,
+        )  # fmt: skip
+
     def _profile(self, indices: list[int], round_: int) -> None:
         for index in indices:
             result = self.measurer.profile(index)
-            event = Event(
-                "profile",
-                int(index),
-                self.measurer.knobs(index),
-                result.valid,
-                result.error_kind,
-                result.error_stage,
-                result.latency,
-                round_,
-                result.hidden_features,
-            )
+            event = self._event("profile", index, result, result.valid, result.latency, round_)
             self.run.events.append(event)
             self.profiled[int(index)] = event
         if self.progress:
@@ -474,17 +472,7 @@ class ML2Tuner(_Tuner):
         for index in indices:
             if index not in self.compiled:
                 result = self.measurer.compile(index)
-                event = Event(
-                    "compile",
-                    int(index),
-                    self.measurer.knobs(index),
-                    result.ok,
-                    result.error_kind,
-                    result.error_stage,
-                    math.nan,
-                    round_,
-                    result.hidden_features,
-                )
+                event = self._event("compile", index, result, result.ok, math.nan, round_)
                 self.run.events.append(event)
                 self.compiled[int(index)] = event
             if self.compiled[index].valid:
