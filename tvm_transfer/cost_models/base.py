@@ -13,7 +13,7 @@ import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import numpy as np
 import tvm_ffi
@@ -185,21 +185,14 @@ class LearnedCostModel(PyCostModel):
 
     def save(self, path: str | Path) -> None:
         """Write the model, its hyper-parameters and its training data to one archive at ``path``."""
-        meta = {
-            "format": _FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "model": type(self).__name__,
-            "params": self.get_params(),
-            "fitted": self._fitted,
-        }
+        meta = {"model": type(self).__name__, "params": self.get_params(), "fitted": self._fitted}
         data = io.BytesIO()
         features = np.concatenate(self._features) if self._features else np.zeros((0, 0), np.float32)
         np.savez(data, features=features, costs=np.asarray(self._costs), groups=np.asarray(self._groups))
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("meta.json", json.dumps(meta, indent=1))
-            archive.writestr("data.npz", data.getvalue())
-            if self._fitted:
-                archive.writestr("model.bin", self._state_bytes())
+        blobs = {"data.npz": data.getvalue()}
+        if self._fitted:
+            blobs["model.bin"] = self._state_bytes()
+        write_archive(path, _FORMAT_NAME, FORMAT_VERSION, meta, blobs)
 
     def load(self, path: str | Path) -> None:
         """Restore a model saved by :meth:`save` of the same class; raises :class:`CostModelFileError`."""
@@ -221,27 +214,56 @@ def saved_model_class(path: str | Path) -> str:
     return str(meta.get("model"))
 
 
-def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, bytes | None]:
-    expected = f"a {_FORMAT_NAME} archive, format version {FORMAT_VERSION}"
+def write_archive(
+    target: str | Path | IO[bytes], format_name: str, version: int, meta: dict, blobs: dict[str, bytes]
+) -> None:
+    """Write a versioned model archive: a zip of ``meta.json`` (``meta`` plus the format name and version)
+    and the named binary ``blobs``. :func:`read_archive` reads it back."""
+    header = {"format": format_name, "format_version": version, **meta}
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("meta.json", json.dumps(header, indent=1))
+        for name, blob in blobs.items():
+            archive.writestr(name, blob)
+
+
+def read_archive(
+    source: str | Path | IO[bytes], format_name: str, version: int, expected_model: str | None
+) -> tuple[dict, dict[str, bytes]]:
+    """``(meta, blobs)`` of an archive written by :func:`write_archive`; raises :class:`CostModelFileError`
+    for an unreadable file, another format or version, or (with ``expected_model``) another model class."""
+    expected = f"a {format_name} archive, format version {version}"
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(source) as archive:
             meta = json.loads(archive.read("meta.json"))
-            data = np.load(io.BytesIO(archive.read("data.npz")))
-            blob = archive.read("model.bin") if "model.bin" in archive.namelist() else None
+            blobs = {n: archive.read(n) for n in archive.namelist() if n != "meta.json"}
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
-        raise CostModelFileError(f"{path}: not a readable cost model ({err}); expected {expected}") from err
-    if meta.get("format") != _FORMAT_NAME or meta.get("format_version") != FORMAT_VERSION:
+        raise CostModelFileError(f"{source}: not readable as a model ({err}); expected {expected}") from err
+    if meta.get("format") != format_name or meta.get("format_version") != version:
         raise CostModelFileError(
-            f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r}, expected "
+            f"{source}: format {meta.get('format')!r} version {meta.get('format_version')!r}, expected "
             f"{expected}; retrain the model with this version of tvm-transfer and save it again"
         )
     if expected_model is not None and meta.get("model") != expected_model:
         raise CostModelFileError(
-            f"{path}: holds a {meta.get('model')} model; load it with {meta.get('model')}, "
+            f"{source}: holds a {meta.get('model')} model; load it with {meta.get('model')}, "
             f"not {expected_model}"
         )
-    if meta.get("fitted") and blob is None:
-        raise CostModelFileError(f"{path}: the archive lacks model.bin; expected {expected}")
-    return meta, data, blob
+    return meta, blobs
+
+
+def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, bytes | None]:
+    meta, blobs = read_archive(path, _FORMAT_NAME, FORMAT_VERSION, expected_model)
+    needed = ["data.npz", "model.bin"] if meta.get("fitted") else ["data.npz"]
+    missing = [name for name in needed if name not in blobs]
+    if missing:
+        raise CostModelFileError(
+            f"{path}: the archive lacks {', '.join(missing)}; expected a {_FORMAT_NAME} archive, "
+            f"format version {FORMAT_VERSION}"
+        )
+    try:
+        data = np.load(io.BytesIO(blobs["data.npz"]))
+    except (ValueError, OSError) as err:
+        raise CostModelFileError(f"{path}: data.npz is not readable ({err})") from err
+    return meta, data, blobs.get("model.bin")

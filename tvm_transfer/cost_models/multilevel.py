@@ -13,10 +13,8 @@ valid prediction, so the search does not send them to the builder.
 from __future__ import annotations
 
 import io
-import tempfile
 import zipfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -99,14 +97,14 @@ class MultiLevelCostModel(LearnedCostModel):
 
     def _state_bytes(self) -> bytes:
         out = io.BytesIO()
-        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(out, "w") as archive:
+        with zipfile.ZipFile(out, "w") as archive:
             for name, model in (("validity.zip", self._validity), ("advanced.zip", self._advanced)):
-                model.save(Path(tmp) / name)
-                archive.write(Path(tmp) / name, name)
+                member = io.BytesIO()
+                model.save(member)
+                archive.writestr(name, member.getvalue())
         return out.getvalue()
 
     def _load_state(self, blob: bytes) -> None:
-        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(blob)) as archive:
-            archive.extractall(tmp)
-            self._validity = ValidityModel.load(Path(tmp) / "validity.zip")
-            self._advanced = AdvancedModel.load(Path(tmp) / "advanced.zip")
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            self._validity = ValidityModel.load(io.BytesIO(archive.read("validity.zip")))
+            self._advanced = AdvancedModel.load(io.BytesIO(archive.read("advanced.zip")))

@@ -16,16 +16,14 @@ normalised throughput (best latency / latency, in (0, 1]).
 
 from __future__ import annotations
 
-import json
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import numpy as np
 import xgboost
 
-from tvm_transfer.cost_models.base import CostModelFileError
+from tvm_transfer.cost_models.base import read_archive, write_archive
 
 #: Version of the saved-model archive of this module; :meth:`load` refuses any other.
 FORMAT_VERSION = 1
@@ -80,42 +78,22 @@ class _XGBEstimator:
     def _set_state(self, state: dict, blobs: dict[str, bytes]) -> None:
         raise NotImplementedError
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path | IO[bytes]) -> None:
         """Write hyper-parameters and the fitted state to one archive (format :data:`FORMAT_VERSION`)."""
         self._check_fitted()
         state, blobs = self._state()
         meta = {
-            "format": _FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
             "model": type(self).__name__,
             "params": self.get_params(),
             "state": {"n_features": self.n_features_, **state},
         }
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("meta.json", json.dumps(meta, indent=1))
-            for name, blob in blobs.items():
-                archive.writestr(name, blob)
+        write_archive(path, _FORMAT_NAME, FORMAT_VERSION, meta, blobs)
 
     @classmethod
-    def load(cls, path: str | Path):
+    def load(cls, path: str | Path | IO[bytes]):
         """Restore a model saved by :meth:`save` of this class; raises :class:`CostModelFileError` for
         another format, version or class."""
-        expected = f"a {_FORMAT_NAME} archive, format version {FORMAT_VERSION}, holding a {cls.__name__}"
-        try:
-            with zipfile.ZipFile(path) as archive:
-                meta = json.loads(archive.read("meta.json"))
-                blobs = {n: archive.read(n) for n in archive.namelist() if n != "meta.json"}
-        except FileNotFoundError:
-            raise
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
-            raise CostModelFileError(f"{path}: not readable ({err}); expected {expected}") from err
-        if meta.get("format") != _FORMAT_NAME or meta.get("format_version") != FORMAT_VERSION:
-            raise CostModelFileError(
-                f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r}; expected "
-                f"{expected}. Retrain and save it again with this version of tvm-transfer"
-            )
-        if meta.get("model") != cls.__name__:
-            raise CostModelFileError(f"{path}: holds a {meta.get('model')}, not a {cls.__name__}")
+        meta, blobs = read_archive(path, _FORMAT_NAME, FORMAT_VERSION, cls.__name__)
         model = cls(**meta["params"])
         state = dict(meta["state"])
         model.n_features_ = state.pop("n_features")
