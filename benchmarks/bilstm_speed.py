@@ -35,6 +35,7 @@ from tvm_transfer.cost_models.gbdt import XGBoostCostModel
 from tvm_transfer.dataset_commands import train_model
 from tvm_transfer.features import candidate_trace_json, encode_trace
 from tvm_transfer.measure import import_tensor_intrin_fast
+from tvm_transfer.search.population import initial_population
 from tvm_transfer.target import host_target
 from tvm_transfer.tune import TuneOptions, tune_workload
 from tvm_transfer.workloads import make_workload
@@ -42,8 +43,6 @@ from tvm_transfer.workloads import make_workload
 
 def _sample_candidates(workload, target, count: int, seed: int) -> tuple[ms.TuneContext, list]:
     """``count`` schedules from the evolutionary search's initial population (what it scores first)."""
-    from tvm.s_tir.meta_schedule import _ffi_api
-
     context = ms.TuneContext(
         mod=workload.ir_module(),
         target=target,
@@ -53,21 +52,7 @@ def _sample_candidates(workload, target, count: int, seed: int) -> tuple[ms.Tune
         rand_state=seed + 1,
         num_threads=2,
     )
-    strategy = context.search_strategy
-    strategy.pre_tuning(
-        count,
-        count,
-        context.generate_design_space(),
-        ms.database.MemoryDatabase(),
-        ms.cost_model.RandomModel(),
-    )
-    schedules = list(_ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(strategy, count))
-    strategy.post_tuning()
-    candidates = [
-        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True))
-        for s in schedules[:count]
-    ]
-    return context, candidates
+    return context, initial_population(context, count)
 
 
 def _median_seconds(function, repeats: int) -> float:

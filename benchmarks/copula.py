@@ -48,6 +48,7 @@ from common import RESULTS, git_commit, machine_info, write_report
 
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
+from tvm_transfer.search.population import design_spaces
 from tvm_transfer.search.vta import VtaCopulaSampler, VtaRecord
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
@@ -207,27 +208,18 @@ def cpu_part(
     budgets = {}
     for w in workloads:
         sources = [out_dir / "evolutionary_xgb" / o.name for o in workloads if o.name != w.name]
-        sampler = TraceCopulaSampler().fit(load_sources(sources, exclude=w.ir_module()))
+        records = load_sources(sources, exclude=w.ir_module())
+        sampler = TraceCopulaSampler().fit(records)
         strategy = CopulaSearch(
             sampler, population_size=population, init_min_unmeasured=min(50, population // 2), seed=seed
         )
         run(w, "copula_evolutionary_xgb", cost_model="tvm-xgb", search_strategy=strategy)
         # The VTA-selected copula settings, few-shot only (8 trials: its first-8 metrics are comparable).
-        kde = TraceCopulaSampler(distribution="gaussian_kde", quantile=0.1).fit(
-            load_sources(sources, exclude=w.ir_module())
-        )
+        kde = TraceCopulaSampler(distribution="gaussian_kde", quantile=0.1).fit(records)
         few = CopulaSearch(kde, few_shot=True, num_seeds=per_iter, seed=seed)
         run(w, "copula_kde_q0.1_fewshot", cost_model="tvm-xgb", search_strategy=few, trials=per_iter)
-        ctx = ms.TuneContext(
-            mod=w.ir_module(),
-            target=target,
-            space_generator="post-order-apply",
-            search_strategy="evolutionary",
-            task_name=w.name,
-            num_threads=2,
-        )
-        spaces, postprocs = ctx.generate_design_space(), ctx.space_generator.postprocs
-        estimate = sampler.budget(ctx.mod, target, spaces, postprocs, seed=seed)
+        mod, spaces, postprocs = design_spaces(w, target)
+        estimate = sampler.budget(mod, target, spaces, postprocs, seed=seed)
         budgets[w.name] = {
             "k": estimate.budget,
             "unique": estimate.unique_generated,

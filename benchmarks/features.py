@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 from common import git_commit, machine_info, write_report
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule import _ffi_api
 
 from tvm_transfer.features import (
     KernelFeatureExtractor,
@@ -32,6 +31,7 @@ from tvm_transfer.features import (
     pool_per_store,
 )
 from tvm_transfer.measure import import_tensor_intrin_fast
+from tvm_transfer.search.population import initial_population
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.workloads import make_workload
 
@@ -52,15 +52,7 @@ def sample(kind: str, shape: tuple[int, ...], count: int, target) -> tuple[ms.Tu
         rand_state=1,
         num_threads="physical",
     )
-    strategy = context.search_strategy
-    spaces = context.generate_design_space()
-    strategy.pre_tuning(count, count, spaces, ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
-    schedules = list(_ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(strategy, count))[:count]
-    candidates = [
-        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True))
-        for s in schedules
-    ]
-    return context, candidates
+    return context, initial_population(context, count)
 
 
 def rate(fn: Callable[[], object], count: int, repeats: int = 3) -> float:

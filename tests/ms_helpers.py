@@ -5,6 +5,7 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from tvm_transfer.search.population import initial_population
 from tvm_transfer.workloads import Workload
 
 
@@ -23,22 +24,7 @@ def tune_context(workload: Workload, target: tvm.target.Target) -> ms.TuneContex
 
 def sample_candidates(context: ms.TuneContext, count: int) -> list[ms.MeasureCandidate]:
     """``count`` random valid candidates of the context's design space (MetaSchedule's own sampler)."""
-    from tvm.s_tir.meta_schedule import _ffi_api
-
-    strategy = context.search_strategy
-    strategy.pre_tuning(
-        count,
-        count,
-        context.generate_design_space(),
-        ms.database.MemoryDatabase(),
-        ms.cost_model.RandomModel(),
-    )
-    schedules = list(_ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(strategy, count))[:count]
-    strategy.post_tuning()
-    return [
-        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True))
-        for s in schedules
-    ]
+    return initial_population(context, count)
 
 
 def tiny_tune_tir(workload: Workload, target: tvm.target.Target, work_dir, cost_model: ms.CostModel) -> None:

@@ -59,29 +59,21 @@ def copula_strategy(args: argparse.Namespace, workload, options):
 
 
 def _cmd_budget(args: argparse.Namespace) -> int:
-    from tvm.s_tir import meta_schedule as ms
-
     from tvm_transfer.cli import _target
     from tvm_transfer.measure import import_tensor_intrin_fast
+    from tvm_transfer.search.population import design_spaces
     from tvm_transfer.workloads import parse_workload
 
     import_tensor_intrin_fast()
     workload = parse_workload(args.kind, args.shape)
     target = _target(args)
     sampler = _sampler(args, workload.ir_module())
-    context = ms.TuneContext(
-        mod=workload.ir_module(),
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy="evolutionary",
-        task_name=workload.name,
-        num_threads=2,
-    )
+    mod, spaces, postprocs = design_spaces(workload, target)
     estimate = sampler.budget(
-        context.mod,
+        mod,
         target,
-        context.generate_design_space(),
-        context.space_generator.postprocs,
+        spaces,
+        postprocs,
         success_bar=args.success_bar,
         max_draws=args.max_draws,
     )
