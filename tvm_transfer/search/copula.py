@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,26 @@ log = logging.getLogger(__name__)
 __all__ = ["DISTRIBUTIONS", "ConditionalCopula", "best_quantile"]
 
 #: Marginal distributions by name -> ``copulas.univariate`` class path. The paper uses truncated Gaussians.
+#: Orders of proposals: most often drawn first (the copula's modes), or first drawn first (the paper's).
+ORDERS = ("frequency", "sample")
+
+
+def check_order(order: str) -> None:
+    """Raise ``ValueError`` unless ``order`` is one of :data:`ORDERS`."""
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+
+
+def ranked(keys: Iterable[Hashable], order: str) -> list[tuple[Hashable, int]]:
+    """The distinct ``keys`` of a run of draws with how often each was drawn, in proposal ``order``:
+    ``"frequency"`` most drawn first (ties keep the first-drawn order), ``"sample"`` first drawn first."""
+    counts = Counter(keys)  # insertion-ordered: first drawn first
+    unique = list(counts)
+    if order == "frequency":
+        unique.sort(key=lambda key: -counts[key])
+    return [(key, counts[key]) for key in unique]
+
+
 DISTRIBUTIONS = {
     "truncated_gaussian": "copulas.univariate.TruncatedGaussian",
     "gaussian_kde": "copulas.univariate.GaussianKDE",

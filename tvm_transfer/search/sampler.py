@@ -10,7 +10,6 @@ post-processing (:meth:`.encoding.SpaceEncoding.replay`).
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.search.budget import BudgetEstimate, estimate_budget
-from tvm_transfer.search.copula import ConditionalCopula
+from tvm_transfer.search.copula import ConditionalCopula, check_order, ranked
 from tvm_transfer.search.encoding import (
     SpaceEncoding,
     decision_columns,
@@ -34,8 +33,6 @@ from tvm_transfer.search.sources import SourceRecord, task_descriptor
 log = logging.getLogger(__name__)
 
 __all__ = ["Proposal", "TraceCopulaSampler"]
-
-ORDERS = ("frequency", "sample")
 
 
 @dataclass
@@ -71,8 +68,7 @@ class TraceCopulaSampler:
         order: str = "frequency",
         draws: int = 8,
     ) -> None:
-        if order not in ORDERS:
-            raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+        check_order(order)
         self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
 
     def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
@@ -154,20 +150,16 @@ class TraceCopulaSampler:
             return []
         by_signature = {e.signature: e for e in encodings}
         drawn = self._draw(encodings, task_descriptor(mod, target), max(count * self.draws, 64), seed)
-        counts = Counter((sig, key) for sig, key, _ in drawn)
         unique: dict[tuple, list] = {}
         for sig, key, decisions in drawn:
             unique.setdefault((sig, key), decisions)
-        keys = list(unique)
-        if self.order == "frequency":
-            keys.sort(key=lambda k: -counts[k])
         proposals: list[Proposal] = []
-        for sig, key in keys:
+        for (sig, key), times in ranked(((sig, key) for sig, key, _ in drawn), self.order):
             if len(proposals) >= count:
                 break
             schedule = by_signature[sig].replay(unique[(sig, key)])
             if schedule is not None:
-                proposals.append(Proposal(schedule, unique[(sig, key)], sig, counts[(sig, key)]))
+                proposals.append(Proposal(schedule, unique[(sig, key)], sig, times))
         return proposals
 
     def budget(

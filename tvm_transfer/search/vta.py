@@ -10,7 +10,6 @@ the hardware, e.g. a tile too large for a scratchpad; measuring tells).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tvm_transfer.search.budget import BudgetEstimate, estimate_budget
-from tvm_transfer.search.copula import ConditionalCopula
+from tvm_transfer.search.copula import ConditionalCopula, check_order, ranked
 from vta_ext.compiler import compile_program
 from vta_ext.errors import InvalidConfigError
 from vta_ext.features import HW_FEATURE_NAMES, KNOB_NAMES, WORKLOAD_FEATURE_NAMES, visible_features
@@ -40,7 +39,6 @@ __all__ = [
 
 DESCRIPTOR_COLUMNS = [f"d_{n}" for n in WORKLOAD_FEATURE_NAMES + HW_FEATURE_NAMES]
 VALUE_COLUMNS = [f"k_{n}" for n in KNOB_NAMES]
-ORDERS = ("frequency", "sample")
 
 
 def vta_descriptor(workload: Workload, hw: HwConfig) -> dict[str, float]:
@@ -135,8 +133,7 @@ class VtaCopulaSampler:
         validate: bool = True,
         descriptor: Sequence[str] | None = None,
     ) -> None:
-        if order not in ORDERS:
-            raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+        check_order(order)
         unknown = set(descriptor or ()) - set(DESCRIPTOR_COLUMNS)
         if unknown:
             raise ValueError(f"unknown descriptor columns {sorted(unknown)}; known: {DESCRIPTOR_COLUMNS}")
@@ -158,13 +155,9 @@ class VtaCopulaSampler:
     def propose(self, workload: Workload, hw: HwConfig, count: int, seed: int = 0) -> list[Knobs]:
         """Up to ``count`` distinct settings of ``workload``'s space from the conditioned copula."""
         decoded = self._decoded(workload, hw, max(count * self.draws, 64), seed)
-        counts = Counter(tuple(k.values()) for k in decoded)
-        unique = list(dict.fromkeys(tuple(k.values()) for k in decoded))  # first-seen order
-        if self.order == "frequency":
-            unique.sort(key=lambda key: -counts[key])  # stable: ties keep sampling order
         names = list(KnobSpace(workload, hw).names)
         out: list[Knobs] = []
-        for key in unique:
+        for key, _ in ranked((tuple(k.values()) for k in decoded), self.order):
             if len(out) >= count:
                 break
             knobs = dict(zip(names, key, strict=True))
