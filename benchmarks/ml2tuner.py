@@ -1,6 +1,9 @@
 """ML2Tuner vs the AutoTVM-like baseline on ResNet-18 C2..C11, default and evta VTA configs.
 
-Same profiling budget, same seeds, same layers, one run. Reports per hardware config:
+Same profiling budget, same seeds, same layers, one run. Contenders: the baseline, ML2Tuner from scratch
+(the paper's setting) and ML2Tuner warm-started from the baseline runs of the *other* layers (same seed and
+hardware; transfer across layers, settings WARM_START_OPTIONS chosen on development seeds 10 and 11).
+Reports per hardware config and ML2Tuner variant:
 - invalid profiling attempts of the baseline vs ML2Tuner (all of them, and the run-time ones only: the
   baseline profiles compile failures too, ML2Tuner finds those by compiling, which is not a profile);
 - the best latency found, relative to the best known (exhaustive search of every space);
@@ -8,15 +11,18 @@ Same profiling budget, same seeds, same layers, one run. Reports per hardware co
 - held-out RMSE of A and P (normalised throughput; pooled over the ten layers) and V's precision/recall.
 
     python benchmarks/ml2tuner.py --quick   # two layers, two seeds, budget 64 (a minute or two)
-    python benchmarks/ml2tuner.py           # ten layers, five seeds, budget 128 (about 15 minutes here)
+    python benchmarks/ml2tuner.py           # ten layers, five seeds, budget 128 (~30 minutes, shared machine)
+    python benchmarks/ml2tuner.py --seeds 10,11 --configs default --name ml2tuner_dev  # development seeds
 
 Simulated latencies are deterministic, so the figures do not depend on the machine's load; the wall times
-in the JSON do. Writes benchmarks/results/ml2tuner{,_quick}.{json,md,png}.
+in the JSON do. Exhaustive results are pickled under work/ml2tuner_cache/ and reused. Writes
+benchmarks/results/ml2tuner{,_quick}.{json,md,png}.
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import time
 from pathlib import Path
 
@@ -26,7 +32,7 @@ from common import RESULTS, git_commit, machine_info, write_report
 from tqdm import tqdm
 
 from tenset_tools.metrics import running_best, trials_to_reach
-from tvm_transfer.ml2tuner import METHODS, VtaMeasurer, make_tuner
+from tvm_transfer.ml2tuner import METHODS, WARM_START_OPTIONS, TransferPrior, VtaMeasurer, make_tuner
 from tvm_transfer.ml2tuner.evaluation import LayerData, rmse_ratio, validity_scores
 from vta_ext.hw import preset
 from vta_ext.workloads import RESNET18
@@ -36,91 +42,145 @@ import matplotlib.pyplot as plt
 
 BATCH = 16
 TRAIN_FRACTION = 0.2
+#: Exhaustive results per (hardware, layer), pickled: the simulator is deterministic, so a cached result is
+#: the result a new measurement would give; rebuilding them takes ~20 minutes on two cores.
+CACHE_DIR = Path(__file__).resolve().parent.parent / "work" / "ml2tuner_cache"
 
 
-def tune_layer(layer: str, hw, budget: int, seeds: list[int]) -> tuple[dict, LayerData]:
-    """Exhaustive ground truth, then both tuners per seed on a shared (deterministic) result cache."""
-    cache: dict = {}
-    start = time.perf_counter()
-    data = LayerData.from_measurer(VtaMeasurer(RESNET18[layer], hw, cache))
-    exhaustive_s = time.perf_counter() - start
-    best_known = float(np.nanmin(data.latency))
-    out = {
-        "space": len(data.valid),
-        "invalid_share": float(1 - data.valid.mean()),
-        "best_known_s": best_known,
+def exhaustive_cache(layer: str, hw) -> dict:
+    """index -> MeasureResult of every configuration of ``layer`` on ``hw``, from disk when cached there."""
+    path = CACHE_DIR / f"{hw.short_id()}-{RESNET18[layer].key}.pkl"
+    if path.exists():
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    measurer = VtaMeasurer(RESNET18[layer], hw)
+    measurer.exhaustive()
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".tmp"), "wb") as f:
+        pickle.dump(measurer.cache, f)
+    path.with_suffix(".tmp").rename(path)
+    return measurer.cache
+
+
+#: Contenders: the two tuners of the paper and ML2Tuner warm-started from the other layers' baseline runs.
+CONTENDERS = ("baseline", "ml2tuner", "ml2tuner_warm")
+ML2_VARIANTS = ("ml2tuner", "ml2tuner_warm")
+#: Settings of the warm-started ML2Tuner, chosen on development seeds 10 and 11 (see the report).
+WARM_OPTIONS = dict(WARM_START_OPTIONS)
+WARM_CHOSEN_ON = (
+    "development seeds 10 and 11, layers C2, C5, C7, C11, default config, 48-profile runs; "
+    "never on the reported seeds"
+)
+
+
+def _record(run, seconds: float, best_known: float) -> dict:
+    return {
+        "seconds": seconds,
+        "invalid_profiles": run.n_invalid_profiles,
+        "runtime_invalid_profiles": sum(not e.valid and e.error_stage == "runtime" for e in run.profiles),
+        "compiles": run.n_compiles,
+        "compile_failures": run.n_compile_failures,
+        "best_s": run.best_latency,
+        "curve": (best_known / running_best(run.latencies)).tolist(),
+        "latencies": run.latencies,
     }
-    out["exhaustive_s"] = exhaustive_s
-    out["runs"] = []
+
+
+def tune_config(hw, layers: list[str], budget: int, seeds: list[int]) -> tuple[dict, list[LayerData]]:
+    """Per seed: the baseline and cold ML2Tuner on every layer, then ML2Tuner on each layer warm-started
+    from the baseline runs of the *other* layers (same seed, same hardware, same budget): what a user who
+    tuned the rest of the network earlier would have. Nothing exhaustive and nothing of the layer itself
+    enters the prior; the exhaustive results only give the best known latency."""
+    caches, out, datas = {}, {}, []
+    for layer in tqdm(layers, desc="exhaustive (disk cache)"):
+        start = time.perf_counter()
+        caches[layer] = exhaustive_cache(layer, hw)
+        data = LayerData.from_measurer(VtaMeasurer(RESNET18[layer], hw, caches[layer]))
+        datas.append(data)
+        out[layer] = {
+            "space": len(data.valid),
+            "invalid_share": float(1 - data.valid.mean()),
+            "best_known_s": float(np.nanmin(data.latency)),
+            "exhaustive_or_load_s": time.perf_counter() - start,
+            "runs": [],
+        }
+    bar = tqdm(total=len(seeds) * len(layers) * len(CONTENDERS), desc="runs")
     for seed in seeds:
-        runs = {}
-        for method in METHODS:
+        runs: dict[str, dict] = {layer: {} for layer in layers}
+        baseline_runs = {}
+        for layer in layers:
+            for method in METHODS:
+                start = time.perf_counter()
+                run = make_tuner(method, batch_size=BATCH, seed=seed).tune(
+                    VtaMeasurer(RESNET18[layer], hw, caches[layer]), budget
+                )
+                runs[layer][method] = _record(run, time.perf_counter() - start, out[layer]["best_known_s"])
+                if method == "baseline":
+                    baseline_runs[layer] = run
+                bar.update()
+        for layer in layers:
+            prior = TransferPrior.from_runs([baseline_runs[o] for o in layers if o != layer])
             start = time.perf_counter()
-            run = make_tuner(method, batch_size=BATCH, seed=seed).tune(
-                VtaMeasurer(RESNET18[layer], hw, cache), budget
+            run = make_tuner("ml2tuner", batch_size=BATCH, seed=seed, prior=prior, **WARM_OPTIONS).tune(
+                VtaMeasurer(RESNET18[layer], hw, caches[layer]), budget
             )
-            runs[method] = {
-                "seconds": time.perf_counter() - start,
-                "invalid_profiles": run.n_invalid_profiles,
-                "runtime_invalid_profiles": sum(
-                    not e.valid and e.error_stage == "runtime" for e in run.profiles
-                ),
-                "compiles": run.n_compiles,
-                "compile_failures": run.n_compile_failures,
-                "best_s": run.best_latency,
-                "curve": (best_known / running_best(run.latencies)).tolist(),
-                "latencies": run.latencies,
-            }
-        base, ml2 = runs["baseline"], runs["ml2tuner"]
-        reach = trials_to_reach(ml2["latencies"], base["best_s"], 1.0)
-        reach95 = trials_to_reach(ml2["latencies"], base["best_s"], 0.95)
-        out["runs"].append(
-            {
-                "seed": seed,
-                **runs,
-                "ml2_profiles_to_baseline_best": reach,
-                "ml2_profiles_to_95pct_baseline_best": reach95,
-            }
-        )
-    return out, data
+            record = _record(run, time.perf_counter() - start, out[layer]["best_known_s"])
+            runs[layer]["ml2tuner_warm"] = {**record, "prior_rows": len(prior)}
+            bar.update()
+        for layer in layers:
+            r = runs[layer]
+            base_best = r["baseline"]["best_s"]
+            for variant in ML2_VARIANTS:
+                r[variant]["profiles_to_baseline_best"] = trials_to_reach(
+                    r[variant]["latencies"], base_best, 1.0
+                )
+                r[variant]["profiles_to_95pct_baseline_best"] = trials_to_reach(
+                    r[variant]["latencies"], base_best, 0.95
+                )
+            out[layer]["runs"].append({"seed": seed, **r})
+    bar.close()
+    return out, datas
 
 
-def summarise(layers: dict, budget: int) -> dict:
+def summarise(layers: dict, budget: int, variant: str) -> dict:
+    """Figures of one ML2Tuner variant against the baseline."""
     runs = [(name, r) for name, layer in layers.items() for r in layer["runs"]]
-    total = {m: sum(r[m]["invalid_profiles"] for _, r in runs) for m in METHODS}
-    runtime = {m: sum(r[m]["runtime_invalid_profiles"] for _, r in runs) for m in METHODS}
+    methods = ("baseline", variant)
+    total = {m: sum(r[m]["invalid_profiles"] for _, r in runs) for m in methods}
+    runtime = {m: sum(r[m]["runtime_invalid_profiles"] for _, r in runs) for m in methods}
     per_layer = []
     for layer in layers.values():
         b = sum(r["baseline"]["invalid_profiles"] for r in layer["runs"])
-        m = sum(r["ml2tuner"]["invalid_profiles"] for r in layer["runs"])
+        m = sum(r[variant]["invalid_profiles"] for r in layer["runs"])
         per_layer.append(1 - m / b if b else 0.0)
-    ratios = [r["ml2tuner"]["best_s"] / r["baseline"]["best_s"] for _, r in runs]
-    reach = [r["ml2_profiles_to_baseline_best"] for _, r in runs]
-    reach95 = [r["ml2_profiles_to_95pct_baseline_best"] for _, r in runs]
+    ratios = [r[variant]["best_s"] / r["baseline"]["best_s"] for _, r in runs]
+    reach = [r[variant]["profiles_to_baseline_best"] for _, r in runs]
+    reach95 = [r[variant]["profiles_to_95pct_baseline_best"] for _, r in runs]
 
     def share(values: list[int | None]) -> list[float]:
         return [(v if v is not None else float("inf")) / budget for v in values]
 
     best_vs_known = {
-        m: float(np.mean([layers[n]["best_known_s"] / r[m]["best_s"] for n, r in runs])) for m in METHODS
+        m: float(np.mean([layers[n]["best_known_s"] / r[m]["best_s"] for n, r in runs])) for m in methods
     }
     return {
         "invalid_profiles": total,
-        "invalid_reduction_total": 1 - total["ml2tuner"] / total["baseline"],
+        "invalid_reduction_total": 1 - total[variant] / total["baseline"],
         "invalid_reduction_mean_per_layer": float(np.mean(per_layer)),
         "runtime_invalid_profiles": runtime,
-        "runtime_invalid_reduction": 1 - runtime["ml2tuner"] / max(runtime["baseline"], 1),
-        "ml2_worse_best_runs": int(sum(x > 1 + 1e-9 for x in ratios)),
-        "ml2_better_best_runs": int(sum(x < 1 - 1e-9 for x in ratios)),
+        "runtime_invalid_reduction": 1 - runtime[variant] / max(runtime["baseline"], 1),
+        "worse_best_runs": int(sum(x > 1 + 1e-9 for x in ratios)),
+        "better_best_runs": int(sum(x < 1 - 1e-9 for x in ratios)),
         "n_runs": len(runs),
-        "best_ratio_ml2_over_baseline_mean": float(np.mean(ratios)),
-        "best_ratio_ml2_over_baseline_max": float(np.max(ratios)),
+        "best_ratio_over_baseline_mean": float(np.mean(ratios)),
+        "best_ratio_over_baseline_max": float(np.max(ratios)),
         "mean_fraction_of_best_known": best_vs_known,
         "reach_share_median": float(np.median(share(reach))),
         "reach_share_mean": float(np.mean(share(reach))),
         "reach_share_max": float(np.max(share(reach))),
         "reach_within_10pct_budget_runs": int(sum(s <= 0.10 for s in share(reach))),
         "reach95_share_median": float(np.median(share(reach95))),
+        "mean_seconds": {m: float(np.mean([r[m]["seconds"] for _, r in runs])) for m in methods},
     }
 
 
@@ -128,17 +188,19 @@ def plot(report: dict, path: Path) -> None:
     configs = list(report["hw"])
     fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 3.6), squeeze=False)
     for ax, config in zip(axes[0], configs, strict=True):
-        for method in METHODS:
+        for method in CONTENDERS:
             curves = [
                 np.nan_to_num(r[method]["curve"], posinf=0.0)
                 for layer in report["hw"][config]["layers"].values()
                 for r in layer["runs"]
             ]
             ax.plot(np.arange(1, len(curves[0]) + 1), np.mean(curves, axis=0), label=method)
+        ax.axvline(0.1 * report["settings"]["budget"], color="grey", lw=0.8, ls=":")
         ax.set_title(f"{config}: mean over layers and seeds")
         ax.set_xlabel("profiles")
         ax.set_ylabel("best known / best so far")
         ax.set_ylim(0, 1.02)
+        ax.set_xscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
@@ -155,44 +217,59 @@ def table(report: dict) -> str:
         f"layers {', '.join(s['layers'])}. A profile = one `vta_ext.measure` (compile + run + time); "
         "ML2Tuner also compiles its short list (`compile_only`, not a profile).",
         "",
-        "| config | invalid profiles baseline | ML2Tuner | fewer (total) | fewer (mean per layer) "
-        "| run-time invalid baseline / ML2Tuner | runs with worse best (of n) | mean best ratio ML2/base "
+        "Contenders (same seeds, same layers, one run): `baseline` (AutoTVM-like, from scratch), `ml2tuner` "
+        "(from scratch, the paper's setting), `ml2tuner_warm` (warm-started from the baseline runs of the "
+        f"*other* layers, same seed and hardware; options {s['warm_options']}, chosen on "
+        f"{s['warm_options_chosen_on']}).",
+        "",
+        "| config | ML2 variant | invalid profiles baseline | ML2 | fewer (total) | fewer (mean per layer) "
+        "| run-time invalid baseline / ML2 | runs with worse best (of n) | mean best ratio ML2/base "
         "| ML2 profiles to baseline's final best (median / mean share of budget) "
-        "| runs reaching it within 10% | RMSE A/P (mean of seeds) "
-        "| V recall / precision / invalid filtered |",
+        "| runs reaching it within 10% | to 95% of it (median) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, block in report["hw"].items():
-        m, r, v = block["summary"], block["rmse"], block["validity"]
+        for variant in ML2_VARIANTS:
+            m = block["summary"][variant]
+            lines.append(
+                f"| {config} | {variant} | {m['invalid_profiles']['baseline']} | "
+                f"{m['invalid_profiles'][variant]} | "
+                f"{m['invalid_reduction_total']:.1%} | {m['invalid_reduction_mean_per_layer']:.1%} | "
+                f"{m['runtime_invalid_profiles']['baseline']} / {m['runtime_invalid_profiles'][variant]} | "
+                f"{m['worse_best_runs']} (of {m['n_runs']}) | {m['best_ratio_over_baseline_mean']:.4f} | "
+                f"{m['reach_share_median']:.1%} / {m['reach_share_mean']:.1%} | "
+                f"{m['reach_within_10pct_budget_runs']} of {m['n_runs']} | {m['reach95_share_median']:.1%} |"
+            )
+    lines += [
+        "",
+        "| config | RMSE A/P (mean of seeds) | V recall / precision / invalid filtered |",
+        "|---|---|---|",
+    ]
+    for config, block in report["hw"].items():
+        r, v = block["rmse"], block["validity"]
         lines.append(
-            f"| {config} | {m['invalid_profiles']['baseline']} | {m['invalid_profiles']['ml2tuner']} | "
-            f"{m['invalid_reduction_total']:.1%} | {m['invalid_reduction_mean_per_layer']:.1%} | "
-            f"{m['runtime_invalid_profiles']['baseline']} / {m['runtime_invalid_profiles']['ml2tuner']} | "
-            f"{m['ml2_worse_best_runs']} (of {m['n_runs']}) | {m['best_ratio_ml2_over_baseline_mean']:.4f} | "
-            f"{m['reach_share_median']:.1%} / {m['reach_share_mean']:.1%} | "
-            f"{m['reach_within_10pct_budget_runs']} of {m['n_runs']} | "
-            f"{r['ratio_mean']:.3f} ({r['rmse_a_mean']:.4f} / {r['rmse_p_mean']:.4f}) | "
+            f"| {config} | {r['ratio_mean']:.3f} ({r['rmse_a_mean']:.4f} / {r['rmse_p_mean']:.4f}) | "
             f"{v['recall_mean']:.3f} / {v['precision_mean']:.3f} / {v['invalid_filtered_mean']:.3f} |"
         )
     lines += [
         "",
         "Per layer (sums over seeds; best = mean of best known / best found):",
         "",
-        "| config | layer | space | invalid share | invalid profiles base / ML2 | best base / ML2 | "
-        "ML2 profiles to baseline best (per seed) |",
-        "|---|---|---|---|---|---|---|",
+        "| config | layer | space | invalid share | invalid profiles base / ML2 / ML2 warm "
+        "| best base / ML2 / ML2 warm | ML2 profiles to baseline best (per seed) | ML2 warm (per seed) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for config, block in report["hw"].items():
         for name, layer in block["layers"].items():
             runs = layer["runs"]
-            b = sum(x["baseline"]["invalid_profiles"] for x in runs)
-            m = sum(x["ml2tuner"]["invalid_profiles"] for x in runs)
-            fb = np.mean([layer["best_known_s"] / x["baseline"]["best_s"] for x in runs])
-            fm = np.mean([layer["best_known_s"] / x["ml2tuner"]["best_s"] for x in runs])
-            reach = ", ".join(str(x["ml2_profiles_to_baseline_best"]) for x in runs)
+            inv = " / ".join(str(sum(x[m]["invalid_profiles"] for x in runs)) for m in CONTENDERS)
+            best = " / ".join(
+                f"{np.mean([layer['best_known_s'] / x[m]['best_s'] for x in runs]):.3f}" for m in CONTENDERS
+            )
+            reach = {v: ", ".join(str(x[v]["profiles_to_baseline_best"]) for x in runs) for v in ML2_VARIANTS}
             lines.append(
-                f"| {config} | {name} | {layer['space']} | {layer['invalid_share']:.1%} | {b} / {m} | "
-                f"{fb:.3f} / {fm:.3f} | {reach} |"
+                f"| {config} | {name} | {layer['space']} | {layer['invalid_share']:.1%} | {inv} | {best} | "
+                f"{reach['ml2tuner']} | {reach['ml2tuner_warm']} |"
             )
     lines += [
         "",
@@ -210,11 +287,16 @@ def table(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="C9 and C10, two seeds, budget 64")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0-4; quick 0,1)")
+    parser.add_argument("--configs", default="default,evta", help="comma-separated hardware presets")
+    parser.add_argument("--name", default="ml2tuner", help="report name under benchmarks/results/")
     args = parser.parse_args()
     layers = ["C9", "C10"] if args.quick else list(RESNET18)
     seeds = [0, 1] if args.quick else [0, 1, 2, 3, 4]
+    if args.seeds:
+        seeds = [int(x) for x in args.seeds.split(",")]
     budget = 64 if args.quick else 128
-    configs = {"default": preset("default"), "evta": preset("evta")}
+    configs = {name: preset(name) for name in args.configs.split(",")}
     report = {
         "machine": machine_info(),
         "commit": git_commit(),
@@ -225,16 +307,15 @@ def main() -> None:
             "seeds": seeds,
             "layers": layers,
             "train_fraction": TRAIN_FRACTION,
+            "warm_options": WARM_OPTIONS,
+            "warm_options_chosen_on": WARM_CHOSEN_ON,
         },
         "hw": {},
     }
     for config, hw in configs.items():
-        block: dict = {"hw": hw.to_dict(), "layers": {}}
-        datas = []
-        for layer in tqdm(layers, desc=config):
-            block["layers"][layer], data = tune_layer(layer, hw, budget, seeds)
-            datas.append(data)
-        block["summary"] = summarise(block["layers"], budget)
+        block: dict = {"hw": hw.to_dict()}
+        block["layers"], datas = tune_config(hw, layers, budget, seeds)
+        block["summary"] = {v: summarise(block["layers"], budget, v) for v in ML2_VARIANTS}
         rm = [rmse_ratio(datas, TRAIN_FRACTION, seed) for seed in seeds]
         va = [validity_scores(datas, TRAIN_FRACTION, seed) for seed in seeds]
         per_layer = {d.name: [rmse_ratio([d], TRAIN_FRACTION, s)["ratio"] for s in seeds] for d in datas}
@@ -253,9 +334,8 @@ def main() -> None:
             },
         }
         report["hw"][config] = block
-    name = "ml2tuner"
-    write_report(name, report, table(report), quick=args.quick)
-    plot(report, RESULTS / f"{name}{'_quick' if args.quick else ''}.png")
+    write_report(args.name, report, table(report), quick=args.quick)
+    plot(report, RESULTS / f"{args.name}{'_quick' if args.quick else ''}.png")
 
 
 if __name__ == "__main__":

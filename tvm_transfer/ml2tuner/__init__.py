@@ -4,6 +4,7 @@ configurations than an AutoTVM-like baseline. See ``docs/ml2tuner.md``."""
 
 from tvm_transfer.ml2tuner.knob_tuner import (
     METHODS,
+    WARM_START_OPTIONS,
     BaselineTuner,
     Event,
     ML2Tuner,
@@ -21,10 +22,13 @@ from tvm_transfer.ml2tuner.models import (
     PerformanceModel,
     ValidityModel,
 )
+from tvm_transfer.ml2tuner.prior import PriorError, TransferPrior
+from tvm_transfer.ml2tuner.runs import read_log
 
 __all__ = [
     "FORMAT_VERSION",
     "METHODS",
+    "WARM_START_OPTIONS",
     "AdvancedModel",
     "BaselineTuner",
     "Event",
@@ -32,10 +36,13 @@ __all__ = [
     "ML2Tuner",
     "NotFittedError",
     "PerformanceModel",
+    "PriorError",
+    "TransferPrior",
     "TuneRun",
     "TunerInputError",
     "ValidityModel",
     "VtaMeasurer",
     "load_log",
     "make_tuner",
+    "read_log",
 ]

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tvm_transfer.ml2tuner.knob_tuner import METHODS, TuneRun, VtaMeasurer, load_log, make_tuner
+from tvm_transfer.ml2tuner.knob_tuner import (
+    METHODS,
+    WARM_START_OPTIONS,
+    TuneRun,
+    VtaMeasurer,
+    load_log,
+    make_tuner,
+)
+from tvm_transfer.ml2tuner.prior import PriorError, TransferPrior
 from vta_ext.hw import HwConfig, preset
 from vta_ext.workloads import RESNET18, flops
 
@@ -64,12 +72,28 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
     cmd.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
     cmd.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
+    cmd.add_argument(
+        "--warm-start-from",
+        nargs="+",
+        metavar="LOG",
+        help="ml2tuner-logs of earlier runs of OTHER layers/hardware: ML2Tuner's models start from them "
+        "(transfer across layers, with the warm-start settings of docs/ml2tuner.md; the baseline ignores "
+        "them)",
+    )
+    cmd.add_argument(
+        "--initial-batch-size",
+        type=int,
+        help="ML2Tuner: profiles per round until --batch-size profiles are made (default: 4 with "
+        "--warm-start-from, else --batch-size)",
+    )
     cmd.add_argument("--json", help="write the summary rows to this JSON file")
     cmd.add_argument("--quiet", action="store_true", help="no progress bars")
     cmd.set_defaults(func=run_command)
 
 
-def _run(method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namespace) -> TuneRun:
+def _run(
+    method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namespace, prior: TransferPrior | None
+) -> TuneRun:
     cache = None
     log = None
     if args.log_dir:
@@ -79,7 +103,12 @@ def _run(method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namesp
             _, cache = load_log(log)
     measurer = VtaMeasurer(RESNET18[layer], hw, cache)
     bar = tqdm(total=args.budget, desc=f"{method} {layer} seed {seed}", disable=args.quiet, leave=False)
-    run = make_tuner(method, batch_size=args.batch_size, seed=seed).tune(
+    options: dict = {}
+    if method == "ml2tuner":
+        options = {**WARM_START_OPTIONS, "prior": prior} if prior is not None else {}
+        if args.initial_batch_size is not None:
+            options["initial_batch_size"] = args.initial_batch_size
+    run = make_tuner(method, batch_size=args.batch_size, seed=seed, **options).tune(
         measurer, args.budget, bar.update, log
     )
     bar.close()
@@ -89,12 +118,21 @@ def _run(method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namesp
 def run_command(args: argparse.Namespace) -> int:
     if args.budget < 1 or args.batch_size < 1:
         raise SystemExit("ml2tune: --budget and --batch-size must be positive")
+    if args.initial_batch_size is not None and args.initial_batch_size < 1:
+        raise SystemExit("ml2tune: --initial-batch-size must be positive")
     methods = list(METHODS) if args.method == "both" else [args.method]
+    prior = None
+    if args.warm_start_from:
+        try:
+            prior = TransferPrior.from_runs(args.warm_start_from)
+        except PriorError as err:
+            raise SystemExit(f"ml2tune: --warm-start-from: {err}") from None
+        print(f"warm start: {len(prior)} configurations from {len(prior.sources)} earlier run(s)")
     rows = []
     for layer in args.layers:
         for method in methods:
             for seed in args.seeds:
-                run = _run(method, layer, args.hw, seed, args)
+                run = _run(method, layer, args.hw, seed, args, prior)
                 best = run.best
                 rows.append(
                     {

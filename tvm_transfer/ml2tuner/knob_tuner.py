@@ -15,6 +15,10 @@ configuration); a profile of an invalid configuration is a wasted profile. Per r
   from the micro-op structure) re-rank the compiled ones, and the top ``batch_size`` are profiled. All
   models are refitted every round on everything observed, compile failures included.
 
+Warm start (transfer across layers): ``ML2Tuner(prior=...)`` pools earlier runs of other layers into every
+fit (:mod:`tvm_transfer.ml2tuner.prior`), so even the first round is model-driven; with
+:data:`WARM_START_OPTIONS` the models rank within layers and compiling also refines around the best.
+
 Runs are recorded as :class:`Event` rows and can be written as JSON lines; a log can be replayed into a
 result cache (:func:`load_log`) so that a resumed run with the same seed re-takes its decisions without
 re-measuring.
@@ -22,28 +26,38 @@ re-measuring.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tvm_transfer.ml2tuner.models import AdvancedModel, PerformanceModel, ValidityModel
-from vta_ext.features import KNOB_NAMES, VISIBLE_FEATURE_NAMES, visible_features
+from tvm_transfer.ml2tuner.prior import TransferPrior
+
+# load_log / read_log stay importable from here (public names before runs.py existed).
+from tvm_transfer.ml2tuner.runs import (  # noqa: F401
+    Event,
+    TunerInputError,
+    TuneRun,
+    load_log,
+    read_log,
+    workload_spec,
+)
+from vta_ext.features import HIDDEN_FEATURE_NAMES, KNOB_NAMES, VISIBLE_FEATURE_NAMES, visible_features
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs, KnobSpace
 from vta_ext.measure import CompileResult, MeasureResult, compile_only, measure
 from vta_ext.workloads import Workload
 
 METHODS = ("baseline", "ml2tuner")
+#: ML2Tuner options for a run warm-started from other layers (``prior=...``), chosen on development seeds
+#: 10 and 11 of benchmarks/ml2tuner.py (see docs/ml2tuner.md): rank within layers, 4 profiles per round
+#: until 16, own rows weigh 4 prior rows, compile the neighbours of the 2 best profiled configurations.
+WARM_START_OPTIONS = {"target": "rank", "initial_batch_size": 4, "own_weight": 4.0, "local_search": 2}
 _KNOB_COLUMNS = [VISIBLE_FEATURE_NAMES.index(name) for name in KNOB_NAMES]
 _COMPILE_STAGES = ("compile", "hw")
-
-
-class TunerInputError(ValueError):
-    """A tuner was given an unusable budget, batch size or option."""
+_N_HIDDEN = len(HIDDEN_FEATURE_NAMES)
 
 
 # ---- measuring ----------------------------------------------------------------------------------------
@@ -113,103 +127,6 @@ class VtaMeasurer:
             if progress:
                 progress(1)
         return results
-
-
-# ---- run records --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Event:
-    """One compile or profile; ``latency`` in seconds (NaN unless a valid profile); rounds count from 0."""
-
-    kind: str  # "compile" | "profile"
-    index: int
-    knobs: Knobs
-    valid: bool
-    error_kind: str | None
-    error_stage: str | None
-    latency: float
-    round: int
-    hidden_features: list[float] | None = None
-
-
-@dataclass
-class TuneRun:
-    """Everything a tuning run did, in order."""
-
-    method: str
-    workload: str
-    hw_id: str
-    seed: int
-    budget: int
-    events: list[Event] = field(default_factory=list)
-
-    @property
-    def profiles(self) -> list[Event]:
-        return [e for e in self.events if e.kind == "profile"]
-
-    @property
-    def latencies(self) -> list[float]:
-        """Profile latencies in order (seconds; NaN for invalid ones), for ``tenset_tools.metrics``."""
-        return [e.latency if e.valid else math.nan for e in self.profiles]
-
-    @property
-    def n_profiles(self) -> int:
-        return len(self.profiles)
-
-    @property
-    def n_invalid_profiles(self) -> int:
-        return sum(not e.valid for e in self.profiles)
-
-    @property
-    def n_compiles(self) -> int:
-        return sum(e.kind == "compile" for e in self.events)
-
-    @property
-    def n_compile_failures(self) -> int:
-        return sum(e.kind == "compile" and not e.valid for e in self.events)
-
-    @property
-    def best(self) -> Event | None:
-        valid = [e for e in self.profiles if e.valid]
-        return min(valid, key=lambda e: e.latency) if valid else None
-
-    @property
-    def best_latency(self) -> float:
-        return self.best.latency if self.best else math.nan
-
-    def write_log(self, path: str | Path) -> None:
-        """JSON lines: a header, then one event per line."""
-        with open(path, "w") as f:
-            header = {k: v for k, v in asdict(self).items() if k != "events"}
-            f.write(json.dumps({"format": "ml2tuner-log", "version": 1, **header}) + "\n")
-            for event in self.events:
-                f.write(json.dumps(asdict(event), default=float) + "\n")
-
-
-def load_log(path: str | Path) -> tuple[dict, dict[int, MeasureResult]]:
-    """Header and a result cache (index -> :class:`MeasureResult`) from a log's profiles, to pass to
-    :class:`VtaMeasurer` when resuming a run."""
-    with open(path) as f:
-        lines = [json.loads(line) for line in f if line.strip()]
-    if not lines or lines[0].get("format") != "ml2tuner-log" or lines[0].get("version") != 1:
-        raise TunerInputError(f"{path}: not an ml2tuner-log version 1 file")
-    cache = {}
-    for row in lines[1:]:
-        if row["kind"] != "profile":
-            continue
-        cache[int(row["index"])] = MeasureResult(
-            valid=row["valid"],
-            error_kind=row["error_kind"],
-            error_stage=row["error_stage"],
-            error=row["error_kind"],
-            cycles=None,
-            latency=float(row["latency"]),
-            latencies=[float(row["latency"])] if row["valid"] else [],
-            visible_features=[],
-            hidden_features=row["hidden_features"],
-        )
-    return lines[0], cache
 
 
 # ---- search -------------------------------------------------------------------------------------------
@@ -321,14 +238,22 @@ class _Tuner:
         if budget < 1:
             raise TunerInputError(f"budget must be at least 1 profile, got {budget}")
         self.measurer, self.rng = measurer, np.random.default_rng(self.seed)
-        self.run = TuneRun(self.method, measurer.workload.name, measurer.hw.short_id(), self.seed, budget)
+        self.run = TuneRun(
+            self.method,
+            measurer.workload.name,
+            measurer.hw.short_id(),
+            self.seed,
+            budget,
+            workload_spec=workload_spec(measurer.workload),
+            hw_spec=measurer.hw.to_dict(),
+        )
         self.profiled: dict[int, Event] = {}
         self.compiled: dict[int, Event] = {}
         self.progress = progress
         round_ = 0
         size = len(measurer.space)
         while self.run.n_profiles < budget and len(self.profiled) < size:
-            self._round(round_, min(self.batch_size, budget - self.run.n_profiles))
+            self._round(round_, min(self._batch(), budget - self.run.n_profiles))
             round_ += 1
         if log is not None:
             self.run.write_log(log)
@@ -336,6 +261,10 @@ class _Tuner:
 
     def _round(self, round_: int, n: int) -> None:
         raise NotImplementedError
+
+    def _batch(self) -> int:
+        """Profiles of the next round."""
+        return self.batch_size
 
     def _event(self, kind: str, index: int, result, valid: bool, latency: float, round_: int) -> Event:
         """The log entry of one compile or profile (``result``: a compile or measure result)."""
@@ -432,6 +361,11 @@ class ML2Tuner(_Tuner):
     """The multi-level tuner: V filters, P ranks the annealing proposals, the short list is compiled, A and
     V_h re-rank it, the top is profiled.
 
+    From scratch (no ``prior``, the paper's setting) the first round profiles random configurations that
+    compile. With a ``prior`` (earlier runs of other layers, :class:`TransferPrior`) V, P, A and V_h are
+    fitted every round on the prior's rows pooled with the run's own, so the first round is model-driven
+    too; the run's own rows weigh ``own_weight`` times a prior row.
+
     Parameters
     ----------
     batch_size:
@@ -444,7 +378,30 @@ class ML2Tuner(_Tuner):
         Also filter the compiled short list with V_h (validity on visible + hidden features).
     seed, sa_parallel, sa_steps:
         Seed of the run; annealing walkers and steps per round.
+    prior:
+        None, a :class:`TransferPrior`, or earlier :class:`TuneRun` objects / ml2tuner-log paths to build
+        one from (:class:`PriorError` if unusable). Do not include runs of the layer being tuned on the
+        same hardware if the run is meant to measure transfer.
+    own_weight:
+        Sample weight of the run's own rows in the pooled fits (prior rows weigh 1).
+    initial_batch_size:
+        Profiles per round until ``batch_size`` profiles are made (default: ``batch_size``): small first
+        rounds let the models adapt to the new layer sooner, which matters most when starting from a prior.
+    target:
+        What P and A learn: ``"normalised"`` (regression of best latency so far / latency: the paper's
+        throughput), ``"log_latency"`` (regression of -log2 latency in seconds) or ``"rank"`` (AutoTVM's
+        pairwise ranking loss with one query group per layer: the run's own rows and each prior run form
+        their own group, so only orders *within* a layer are learnt). ``"rank"`` suits a prior: pooled
+        regression targets clash, as the run's own rows are normalised by a best-so-far that is not the
+        layer's best, and absolute latencies differ between layers far more than between configurations.
+    local_search:
+        Each round also compile every single-knob neighbour of the ``local_search`` best profiled
+        configurations, and let A rank them together with the short list and every configuration compiled
+        in earlier rounds but not yet profiled (0, the paper's setting: A ranks this round's short list
+        only). Compiling is cheap; this lets A, which ranks well within a layer, refine around the best.
     """
+
+    TARGETS = ("normalised", "log_latency", "rank")
 
     method = "ml2tuner"
 
@@ -457,14 +414,54 @@ class ML2Tuner(_Tuner):
         seed: int = 0,
         sa_parallel: int = 128,
         sa_steps: int = 80,
+        prior: TransferPrior | Sequence[TuneRun | str | Path] | None = None,
+        own_weight: float = 1.0,
+        initial_batch_size: int | None = None,
+        target: str = "normalised",
+        local_search: int = 0,
     ) -> None:
         super().__init__(batch_size, seed, sa_parallel, sa_steps)
         if short_list < 1:
             raise TunerInputError(
                 f"short_list must be at least 1 (a multiple of batch_size), got {short_list}"
             )
+        if not (math.isfinite(own_weight) and own_weight > 0):
+            raise TunerInputError(f"own_weight must be a positive number, got {own_weight}")
+        if initial_batch_size is not None and initial_batch_size < 1:
+            raise TunerInputError(f"initial_batch_size must be at least 1, got {initial_batch_size}")
+        if target not in self.TARGETS:
+            raise TunerInputError(f"unknown target {target!r}; choose from {', '.join(self.TARGETS)}")
+        self.target = target
+        if local_search < 0:
+            raise TunerInputError(f"local_search must be 0 or more, got {local_search}")
+        self.local_search = local_search
         self.short_list, self.target_recall = short_list, target_recall
         self.use_hidden_validity = use_hidden_validity
+        self.own_weight, self.initial_batch_size = own_weight, initial_batch_size
+        if prior is None or isinstance(prior, TransferPrior):
+            self.prior = prior
+        else:
+            self.prior = TransferPrior.from_runs(prior)
+
+    @property
+    def _penalty(self) -> float:
+        """Subtracted from the score of predicted-invalid configurations: more than the spread of valid
+        scores (normalised throughputs lie in [0, 1]; ranking scores and log latencies are unbounded)."""
+        return 10.0 if self.target == "normalised" else 1e3
+
+    def _batch(self) -> int:
+        if self.initial_batch_size is not None and self.run.n_profiles < self.batch_size:
+            return min(self.initial_batch_size, self.batch_size - self.run.n_profiles)
+        return self.batch_size
+
+    def _pool(
+        self, own: np.ndarray, prior: np.ndarray, own_rows: int, prior_rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Own rows stacked on the prior's selected rows, and the sample weights (None without a prior)."""
+        if self.prior is None or not prior_rows.any():
+            return own, None
+        weights = np.concatenate([np.full(own_rows, self.own_weight), np.ones(int(prior_rows.sum()))])
+        return np.concatenate([own, prior[prior_rows]]) if own_rows else prior[prior_rows], weights
 
     def _compile(self, indices: list[int], round_: int) -> list[int]:
         """Compile the not yet compiled ones; returns those that compiled."""
@@ -492,7 +489,7 @@ class ML2Tuner(_Tuner):
 
     def _round(self, round_: int, n: int) -> None:
         visited = set(self.profiled)
-        if round_ == 0:
+        if round_ == 0 and self.prior is None:
             # No model yet: compile random configurations and profile the first n that compile.
             ok: list[int] = []
             tried: set[int] = set()
@@ -502,29 +499,20 @@ class ML2Tuner(_Tuner):
                 ok += self._compile(picks, round_)
             self._profile(ok[:n], round_)
             return
-        known, valid, kinds = self._validity_data()
-        v = ValidityModel(target_recall=self.target_recall, seed=self.seed + round_)
-        v.fit(self.measurer.visible(known), valid, kinds)
-        good = [i for i, e in self.profiled.items() if e.valid]
-        latencies = np.array([self.profiled[i].latency for i in good])
-        p = a = None
-        if good:
-            p = PerformanceModel(seed=self.seed + round_).fit(
-                self.measurer.visible(good), _throughput(latencies)
-            )
-            a = AdvancedModel(seed=self.seed + round_).fit(self._hidden(good), _throughput(latencies))
+        v, p, a = self._fit_models(round_)
 
         def score(points: np.ndarray) -> np.ndarray:
             features = self.measurer.visible(points)
             base = p.predict(features) if p is not None else np.zeros(len(points))
             # Predicted-invalid configurations rank below every predicted-valid one.
-            return np.where(v.predict(features), base, base - 10.0)
+            return np.where(v.predict(features), base, base - self._penalty)
 
         exclude = visited | {i for i, e in self.compiled.items() if not e.valid}
         proposals = anneal(
             self.measurer.radices,
             memoize(score),
-            self.short_list * n,
+            # Compiling is cheap: a small round still compiles a full short list and profiles its top.
+            self.short_list * max(n, self.batch_size),
             exclude,
             self.rng,
             self._starts(),
@@ -534,6 +522,9 @@ class ML2Tuner(_Tuner):
         kept = v.predict(self.measurer.visible(proposals)) if proposals else np.zeros(0, dtype=bool)
         proposals = [i for i, keep in zip(proposals, kept, strict=True) if keep] or proposals
         compiled = self._compile(proposals, round_)
+        if self.local_search:
+            compiled += self._compile(self._neighbours(self._starts()[: self.local_search], exclude), round_)
+            compiled += [i for i, e in self.compiled.items() if e.valid]
         if len(compiled) < n:  # too few survivors: top up with random compiled configurations
             compiled += self._compile(self._random_unvisited(2 * n, exclude | set(proposals)), round_)
         compiled = [i for i in dict.fromkeys(compiled) if i not in visited]
@@ -542,19 +533,87 @@ class ML2Tuner(_Tuner):
             return
         ranking = a.predict(self._hidden(compiled)) if a is not None else np.zeros(len(compiled))
         if self.use_hidden_validity:
-            ranking = ranking - 10.0 * ~self._hidden_validity(compiled)
+            ranking = ranking - self._penalty * ~self._hidden_validity(compiled)
         order = np.argsort(-ranking, kind="stable")
         self._profile([compiled[j] for j in order[:n]], round_)
+
+    def _neighbours(self, centres: list[int], exclude: set[int]) -> list[int]:
+        """Every configuration one knob away from one of ``centres``, not in ``exclude``."""
+        radices = self.measurer.radices
+        out: dict[int, None] = {}
+        for digits in _digits(np.array(centres, dtype=np.int64), radices):
+            for column in np.flatnonzero(radices > 1):
+                for value in range(radices[column]):
+                    if value != digits[column]:
+                        moved = digits.copy()
+                        moved[column] = value
+                        out[int(_indices(moved[None, :], radices)[0])] = None
+        return [i for i in out if i not in exclude]
+
+    def _fit_models(self, round_: int) -> tuple[ValidityModel, PerformanceModel | None, AdvancedModel | None]:
+        """V on every known validity, P and A on every valid profile: the run's own, pooled with the
+        prior's rows when there is a prior."""
+        known, valid, kinds = self._validity_data()
+        prior, everything = self.prior, None
+        if prior is not None:
+            everything = np.ones(len(prior), dtype=bool)
+        x, w = self._pool(
+            self.measurer.visible(known), prior.visible if prior else None, len(known), everything
+        )
+        y = np.concatenate([valid, prior.valid]) if w is not None else valid
+        kinds = kinds + list(prior.error_kind) if w is not None else kinds
+        v = ValidityModel(target_recall=self.target_recall, seed=self.seed + round_)
+        v.fit(x, y, kinds, sample_weight=w)
+        good = [i for i, e in self.profiled.items() if e.valid]
+        if prior is None and not good:
+            return v, None, None
+        latency = np.array([self.profiled[i].latency for i in good])
+        if self.target == "log_latency":
+            target = -np.log2(latency)
+            if prior is not None:
+                target = np.concatenate([target, -np.log2(prior.latency[prior.valid])])
+        else:
+            target = _throughput(latency)
+            if prior is not None:
+                target = np.concatenate([target, prior.throughput[prior.valid]])
+        visible = self.measurer.visible(good) if good else np.zeros((0, len(VISIBLE_FEATURE_NAMES)))
+        hidden = self._hidden(good) if good else np.zeros((0, len(VISIBLE_FEATURE_NAMES) + _N_HIDDEN))
+        prior_hidden = np.hstack([prior.visible, prior.hidden]) if prior is not None else None
+        xp, wp = self._pool(visible, prior.visible if prior else None, len(good), _valid_rows(prior))
+        xa, _ = self._pool(hidden, prior_hidden, len(good), _valid_rows(prior))
+        options, groups = {}, None
+        if self.target == "rank":
+            options = {"objective": "rank:pairwise"}
+            # Group -1: the run's own rows; prior rows keep their source run as group.
+            groups = np.full(len(good), -1, dtype=np.int64)
+            if prior is not None:
+                groups = np.concatenate([groups, prior.source[prior.valid]])
+        p = PerformanceModel(seed=self.seed + round_, **options).fit(xp, target, wp, groups)
+        a = AdvancedModel(seed=self.seed + round_, **options).fit(xa, target, wp, groups)
+        return v, p, a
 
     def _hidden_validity(self, candidates: list[int]) -> np.ndarray:
         """V_h: run-time validity of compiled configurations from visible + hidden features."""
         rows = list(self.profiled)
-        labels = np.array([self.profiled[i].valid for i in rows])
+        labels = np.array([self.profiled[i].valid for i in rows], dtype=bool)
+        own = self._hidden(rows) if rows else np.zeros((0, len(VISIBLE_FEATURE_NAMES) + _N_HIDDEN))
+        w = None
+        if self.prior is not None:
+            # Prior rows that compiled: their run-time validity is known and their hidden features too.
+            compiled = np.isfinite(self.prior.hidden).all(axis=1)
+            prior_hidden = np.hstack([self.prior.visible, self.prior.hidden])
+            own, w = self._pool(own, prior_hidden, len(rows), compiled)
+            if w is not None:
+                labels = np.concatenate([labels, self.prior.valid[compiled]])
         if labels.all() or not labels.any():
             return np.full(len(candidates), bool(labels.all()) if len(labels) else True)
         vh = ValidityModel(target_recall=self.target_recall, seed=self.seed + 7)
-        vh.fit(self._hidden(rows), labels)
+        vh.fit(own, labels, sample_weight=w)
         return vh.predict(self._hidden(candidates))
+
+
+def _valid_rows(prior: TransferPrior | None) -> np.ndarray:
+    return prior.valid if prior is not None else np.zeros(0, dtype=bool)
 
 
 def make_tuner(method: str, **options) -> _Tuner:

@@ -38,6 +38,19 @@ class FeatureShapeError(ValueError):
     """A feature matrix has the wrong shape, or non-finite values, for this model."""
 
 
+def _as_weights(sample_weight: Any, n: int, who: str) -> np.ndarray | None:
+    """None, or one finite non-negative weight per row (not all zero)."""
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight, dtype=np.float32)
+    if w.shape != (n,) or not np.isfinite(w).all() or (w < 0).any() or not w.any():
+        raise FeatureShapeError(
+            f"{who}: sample_weight must hold {n} finite, non-negative weights (not all 0), "
+            f"got shape {w.shape}"
+        )
+    return w
+
+
 def _as_matrix(features: Any, n_features: int | None, who: str) -> np.ndarray:
     matrix = np.asarray(features, dtype=np.float32)
     if matrix.ndim != 2:
@@ -167,7 +180,9 @@ class ValidityModel(_XGBEstimator):
         self._booster: xgboost.Booster | None = None
         self._kind_booster: xgboost.Booster | None = None
 
-    def _train(self, x: np.ndarray, y: np.ndarray, objective: str, **extra: Any) -> xgboost.Booster:
+    def _train(
+        self, x: np.ndarray, y: np.ndarray, objective: str, weight: np.ndarray | None = None, **extra: Any
+    ) -> xgboost.Booster:
         params = {
             "objective": objective,
             "max_depth": self.max_depth,
@@ -178,16 +193,24 @@ class ValidityModel(_XGBEstimator):
             "nthread": 1,
             **extra,
         }
-        return xgboost.train(params, xgboost.DMatrix(x, label=y, nthread=1), num_boost_round=self.num_rounds)
+        data = xgboost.DMatrix(x, label=y, weight=weight, nthread=1)
+        return xgboost.train(params, data, num_boost_round=self.num_rounds)
 
     def fit(
-        self, features: Any, valid: Sequence[bool], error_kinds: Sequence[str | None] | None = None
+        self,
+        features: Any,
+        valid: Sequence[bool],
+        error_kinds: Sequence[str | None] | None = None,
+        sample_weight: Sequence[float] | None = None,
     ) -> ValidityModel:
-        """Fit on feature rows, their validity and (optionally) the error kind of each invalid row."""
+        """Fit on feature rows, their validity and (optionally) the error kind of each invalid row;
+        ``sample_weight`` (one per row) weighs the rows in both heads (e.g. a run's own rows above rows
+        transferred from other layers). The threshold is chosen on unweighted out-of-fold recall."""
         x = _as_matrix(features, None, "ValidityModel.fit")
         y = np.asarray(valid, dtype=bool)
         if len(y) != len(x) or len(x) == 0:
             raise FeatureShapeError(f"ValidityModel.fit: {len(x)} feature rows but {len(y)} labels")
+        w = _as_weights(sample_weight, len(x), "ValidityModel.fit")
         self.n_features_ = x.shape[1]
         self._booster = self._kind_booster = None
         self.constant_ = None
@@ -195,8 +218,8 @@ class ValidityModel(_XGBEstimator):
             self.constant_ = float(y.all())
             self.threshold_ = 0.5
         else:
-            self._booster = self._train(x, y.astype(np.float32), "binary:logistic")
-            self.threshold_ = self._choose_threshold(x, y)
+            self._booster = self._train(x, y.astype(np.float32), "binary:logistic", w)
+            self.threshold_ = self._choose_threshold(x, y, w)
         self.kinds_ = []
         if error_kinds is not None:
             if len(error_kinds) != len(x):
@@ -208,13 +231,17 @@ class ValidityModel(_XGBEstimator):
                 labels = np.array(
                     [kinds.index(str(k)) for k, bad in zip(error_kinds, invalid, strict=True) if bad and k]
                 )
-                rows = x[
-                    [i for i, (k, bad) in enumerate(zip(error_kinds, invalid, strict=True)) if bad and k]
-                ]
-                self._kind_booster = self._train(rows, labels, "multi:softprob", num_class=len(kinds))
+                picked = [i for i, (k, bad) in enumerate(zip(error_kinds, invalid, strict=True)) if bad and k]
+                self._kind_booster = self._train(
+                    x[picked],
+                    labels,
+                    "multi:softprob",
+                    None if w is None else w[picked],
+                    num_class=len(kinds),
+                )
         return self
 
-    def _choose_threshold(self, x: np.ndarray, y: np.ndarray) -> float:
+    def _choose_threshold(self, x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
         """Largest threshold whose out-of-fold recall of valid rows reaches ``target_recall``."""
         if min(y.sum(), (~y).sum()) < 2 * self.n_folds:
             return self.fallback_threshold
@@ -226,7 +253,8 @@ class ValidityModel(_XGBEstimator):
         oof = np.empty(len(y))
         for fold in range(self.n_folds):
             train, test = folds != fold, folds == fold
-            booster = self._train(x[train], y[train].astype(np.float32), "binary:logistic")
+            weight = None if w is None else w[train]
+            booster = self._train(x[train], y[train].astype(np.float32), "binary:logistic", weight)
             oof[test] = booster.inplace_predict(x[test])
         scores = np.sort(oof[y])
         # Keep ceil(target_recall * n_valid) valid rows: the threshold is the score of the weakest kept.
@@ -305,14 +333,46 @@ class PerformanceModel(_XGBEstimator):
         self.seed = seed
         self._booster: xgboost.Booster | None = None
 
-    def fit(self, features: Any, targets: Sequence[float]) -> PerformanceModel:
-        """Fit on feature rows and their throughput targets (finite; invalid configurations as 0)."""
+    def fit(
+        self,
+        features: Any,
+        targets: Sequence[float],
+        sample_weight: Sequence[float] | None = None,
+        groups: Sequence[int] | None = None,
+    ) -> PerformanceModel:
+        """Fit on feature rows and their throughput targets (finite; invalid configurations as 0).
+
+        ``groups`` (one integer per row; ranking objective only): pairs are only formed within a group,
+        e.g. one group per layer, so targets need only be comparable within a layer. ``sample_weight``
+        (one per row) weighs the rows; with ``groups`` it must be constant within each group (XGBoost
+        weighs ranking groups, not rows)."""
         x = _as_matrix(features, None, f"{type(self).__name__}.fit")
         y = np.asarray(targets, dtype=np.float32)
         if y.shape != (len(x),) or len(x) == 0:
             raise FeatureShapeError(f"{type(self).__name__}.fit: {len(x)} feature rows, targets {y.shape}")
         if not np.isfinite(y).all():
             raise FeatureShapeError(f"{type(self).__name__}.fit: targets contain NaN or inf")
+        w = _as_weights(sample_weight, len(x), f"{type(self).__name__}.fit")
+        qid = None
+        if groups is not None:
+            if self.objective == "reg:squarederror":
+                raise ValueError("groups need a ranking objective, e.g. objective='rank:pairwise'")
+            qid = np.asarray(groups)
+            if qid.shape != (len(x),) or not np.issubdtype(qid.dtype, np.integer):
+                raise FeatureShapeError(f"{type(self).__name__}.fit: groups must be one integer per row")
+            order = np.argsort(qid, kind="stable")  # XGBoost wants each group's rows contiguous
+            x, y, qid = x[order], y[order], qid[order]
+            qid = np.unique(qid, return_inverse=True)[1].astype(np.uint32)  # any integers -> 0, 1, ...
+            if w is not None:
+                w = w[order]
+                starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+                if (w != np.repeat(w[starts], np.diff(np.r_[starts, len(w)]))).any():
+                    raise FeatureShapeError(
+                        f"{type(self).__name__}.fit: sample_weight must be constant within each group"
+                    )
+                w = w[starts]
+        elif w is not None and self.objective != "reg:squarederror":
+            raise ValueError("sample_weight with a ranking objective needs groups (XGBoost weighs groups)")
         params = {
             "objective": self.objective,
             "max_depth": self.max_depth,
@@ -324,7 +384,7 @@ class PerformanceModel(_XGBEstimator):
             "nthread": 1,
         }
         self._booster = xgboost.train(
-            params, xgboost.DMatrix(x, label=y, nthread=1), num_boost_round=self.num_rounds
+            params, xgboost.DMatrix(x, label=y, weight=w, qid=qid, nthread=1), num_boost_round=self.num_rounds
         )
         self.n_features_ = x.shape[1]
         return self
