@@ -3,18 +3,20 @@
 Part 1, VTA (vta_ext, deterministic, cheap): the ten ResNet-18 conv2d layers C2..C11 on the default VTA.
 Every layer's knob space is measured exhaustively (best known = true optimum). Each layer's "earlier
 tuning run" is ``--vta-source-trials`` uniform random settings. Leave-one-out: the copula is fitted on the
-nine other layers' runs and conditioned on the held-out layer. Contenders: the paper's copula settings
-(proposals in frequency order, and in the paper's sampling order), a KDE-marginal copula with quantile 0.1,
-each followed by random unseen settings once its proposals run out; uniform random order (mean over
-``--random-repeats`` orders). Full mode repeats everything for three source seeds.
+nine other layers' runs and conditioned on the held-out layer. Contenders: the copula variants of
+``VTA_VARIANTS`` (the paper's settings in several proposal orders, KDE marginals with quantile 0.1, and the
+package default), each followed by random unseen settings once its proposals run out; uniform random order
+(mean over ``--random-repeats`` orders). ``--vta-seeds`` picks the source seeds (which seeds were used to
+choose the default: docs/copula_search.md).
 
 Part 2, CPU (MetaSchedule, real measurements on this shared 2-core machine: timings are noisy): operators
 of one kind at several shapes. Each shape is tuned three ways with the same trial budget and batch size:
-default evolutionary search with TVM's XGBModel (these runs are also the source databases), random search
-(``ReplayTrace``) and copula-seeded evolution (XGBModel) whose sources are the *other* shapes' XGBModel runs
-(its first batch = the copula few-shot samples, best guess first), plus an 8-trial few-shot run of the
-copula settings picked on VTA (KDE marginals, quantile 0.1). Best known = best over all runs of that shape
-in this benchmark.
+default evolutionary search with TVM's XGBModel, random search (``ReplayTrace``) and copula-seeded
+evolution (XGBModel, the default ``TraceCopulaSampler``) whose sources are the *other* shapes' XGBModel and
+random runs (``--cpu-sources``; its first batch = the copula few-shot proposals, best guess first), plus
+8-trial few-shot runs of the paper's copula settings, of KDE / q 0.1 / density, and of a non-copula control
+(the other shapes' best records repaired to this shape). Best known = best over all runs of that shape in
+this benchmark.
 
 Metrics per held-out task: quality of the first evaluation and of the best of the first 8
 (best known / latency; paper: 64.37% in the first evaluation, our goal > 80%), trials to reach within 10%
@@ -25,8 +27,9 @@ against the trials actually needed.
     python benchmarks/copula.py                      # VTA (10 layers x 3 seeds) + 5 matmul shapes x 32 trials
     python benchmarks/copula.py --kinds              # VTA part only  -> results/copula_vta.*
     python benchmarks/copula.py --skip-vta           # CPU part only  -> results/copula_cpu_matmul.*
+    python benchmarks/copula.py --kinds --vta-seeds 6 7 8 --tag _heldout2   # chosen seeds, result suffix
 
-Writes benchmarks/results/copula[_vta|_cpu_<kinds>].{json,md,png}. CPU work dirs are kept in
+Writes benchmarks/results/copula[_vta|_cpu_<kinds>][<tag>].{json,md,png}. CPU work dirs are kept in
 work/copula_bench/ and re-used (a finished run is read back from its database, not re-tuned).
 """
 
@@ -66,15 +69,91 @@ CPU_SHAPES = {
         (1, 7, 7, 256, 256, 3, 1, 1),
     ],
 }
-# Copula settings compared on VTA. "copula_paper": the paper's (quantile 0.3, truncated-Gaussian marginals);
-# "copula_kde_q0.1": quantile 0.1 with Gaussian-KDE marginals, picked after looking at these same ten
-# layers with source seed 0 (so optimistic for seed 0; seeds 1 and 2 draw different source runs).
+# Copula settings compared on VTA (name -> VtaCopulaSampler kwargs). "copula_paper*": the paper's quantile
+# 0.3 and truncated-Gaussian marginals, in frequency order (the previous default), the paper's sampling
+# order, and the two orders that start from the conditional centre (search.copula.ORDERS).
+# "copula_kde_q0.1*": quantile 0.1 with Gaussian-KDE marginals, picked after looking at source seed 0.
+# "copula_default": the package default (VtaCopulaSampler()), i.e. KDE, q 0.1, "density" order, chosen on
+# source seeds 0-2 (benchmarks/results/copula_vta_dev.md); seeds 3-5 are held out for it.
+# --vta-variants selects a subset; the default is every one of them.
+# max_r2 = 1.0 (condition on every non-duplicate descriptor, as before max_r2 existed) unless a name says r2.
+PAPER = {"quantile": 0.3, "distribution": "truncated_gaussian", "max_r2": 1.0}
+KDE = {"quantile": 0.1, "distribution": "gaussian_kde", "max_r2": 1.0}
 VTA_VARIANTS = {
-    "copula_paper": {},
-    "copula_paper_sample_order": {"order": "sample"},
-    "copula_kde_q0.1": {"distribution": "gaussian_kde", "quantile": 0.1},
+    "copula_paper": {**PAPER, "order": "frequency"},
+    "copula_paper_sample_order": {**PAPER, "order": "sample"},
+    "copula_paper_centre": {**PAPER, "order": "centre"},
+    "copula_paper_density": {**PAPER, "order": "density"},
+    "copula_kde_q0.1": {**KDE, "order": "frequency"},
+    "copula_kde_q0.1_centre": {**KDE, "order": "centre"},
+    "copula_kde_q0.1_density": {**KDE, "order": "density"},
+    "copula_paper_density_r2": {**PAPER, "order": "density", "max_r2": 0.999},
+    "copula_kde_q0.1_density_r2": {**KDE, "order": "density", "max_r2": 0.999},
+    "copula_default": {},
 }
-CPU_CONTENDERS = ("copula_evolutionary_xgb", "copula_kde_q0.1_fewshot", "evolutionary_xgb", "random")
+BUDGET_VARIANTS = ("copula_paper", "copula_default")
+# CPU contenders. "copula_evolutionary_xgb": the package default TraceCopulaSampler() (paper quantile and
+# marginals, "density" order) seeding evolutionary search with XGBModel; its first batch of 8 is the copula
+# few-shot proposals. 8-trial few-shot runs: the paper's settings in the paper's (sampling) order, the VTA
+# default (KDE, q 0.1, density order), and a non-copula transfer control ("source_best_fewshot": the other
+# shapes' best records repaired to this shape, nearest source shape first, rank by rank).
+CPU_CONTENDERS = (
+    "copula_evolutionary_xgb",
+    "copula_paper_fewshot",
+    "copula_kde_q0.1_density_fewshot",
+    "source_best_fewshot",
+    "evolutionary_xgb",
+    "random",
+)
+FEW_SHOT_SAMPLERS = {
+    "copula_paper_fewshot": {"quantile": 0.3, "distribution": "truncated_gaussian", "order": "sample"},
+    "copula_kde_q0.1_density_fewshot": {"quantile": 0.1, "distribution": "gaussian_kde", "order": "density"},
+}
+
+
+class SourceBestSampler:
+    """Transfer control without a copula: the source tasks' best records, repaired to the target's loop
+    extents, in rank order (every source's best, then every source's second best, ...), nearest source task
+    (descriptor distance) first. Same ``propose`` interface as ``TraceCopulaSampler``."""
+
+    def __init__(self, records) -> None:
+        self.records = list(records)
+
+    def propose(self, mod, target, design_spaces, postprocs, count, seed=0):
+        from tvm_transfer.search import SpaceEncoding, task_descriptor, trace_decisions, trace_signature
+        from tvm_transfer.search.encoding import decision_vector
+        from tvm_transfer.search.sampler import Proposal
+
+        encodings = {}
+        for space in design_spaces:
+            encoding = SpaceEncoding(mod, space, postprocs)
+            encodings.setdefault(encoding.signature, encoding)
+        here = task_descriptor(mod, target)
+        by_task: dict[str, list] = {}
+        for record in sorted(self.records, key=lambda r: r.seconds):
+            if np.isfinite(record.seconds):
+                by_task.setdefault(record.task, []).append(record)
+
+        def distance(task):
+            d = by_task[task][0].descriptor
+            return sum((d.get(k, 0.0) - v) ** 2 for k, v in here.items())
+
+        tasks = sorted(by_task, key=distance)
+        out, seen = [], set()
+        for rank in range(max(len(v) for v in by_task.values())):
+            for task in tasks:
+                if len(out) >= count or rank >= len(by_task[task]):
+                    continue
+                trace = by_task[task][rank].trace
+                encoding = encodings.get(trace_signature(trace))
+                if encoding is None:
+                    continue
+                decisions = encoding.repair(decision_vector(trace_decisions(trace)))
+                schedule = encoding.replay(decisions) if repr(decisions) not in seen else None
+                if schedule is not None:
+                    seen.add(repr(decisions))
+                    out.append(Proposal(schedule, decisions, encoding.signature, 1))
+        return out
 
 
 def quality(latencies, n: int, best: float) -> float:
@@ -105,24 +184,27 @@ def vta_exhaustive(name: str, hw: HwConfig) -> np.ndarray:
     return np.array(latencies, dtype=float)
 
 
-def _vta_row(target: str, seed: int, tables: dict, spaces: dict, sources: list, repeats: int) -> dict:
+def _vta_row(
+    target: str, seed: int, tables: dict, spaces: dict, sources: list, repeats: int, variants: dict
+) -> dict:
     hw = HwConfig()
     table, space = tables[target], spaces[target]
     best = float(np.nanmin(table))
     row = {"task": target, "source_seed": seed, "space": len(space), "best_known_s": best, "curves": {}}
-    for name, kwargs in VTA_VARIANTS.items():
+    for name, kwargs in variants.items():
         sampler = VtaCopulaSampler(**kwargs).fit(sources)
         proposals = [space.index(k) for k in sampler.propose(RESNET18[target], hw, 64, seed)]
         taken = set(proposals)
         rest = [int(i) for i in np.random.default_rng(seed).permutation(len(space)) if i not in taken]
         ordered = table[proposals + rest]
         row[name] = {**summary(ordered, best), "n_proposals": len(proposals)}
-        estimate = sampler.budget(RESNET18[target], hw, seed=seed)
-        row[name]["budget"] = {
-            "k": estimate.budget,
-            "unique": estimate.unique_generated,
-            "ideal": estimate.ideal,
-        }
+        if name in BUDGET_VARIANTS:  # the estimate does not depend on the order; |S| draws are not free
+            estimate = sampler.budget(RESNET18[target], hw, seed=seed)
+            row[name]["budget"] = {
+                "k": estimate.budget,
+                "unique": estimate.unique_generated,
+                "ideal": estimate.ideal,
+            }
         row["curves"][name] = [float(x) for x in running_best(ordered[:64])]
     randoms = [
         summary(table[np.random.default_rng(1000 * seed + r).permutation(len(space))], best)
@@ -134,7 +216,7 @@ def _vta_row(target: str, seed: int, tables: dict, spaces: dict, sources: list, 
     return row
 
 
-def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[int]) -> dict:
+def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[int], variants: dict) -> dict:
     hw = HwConfig()
     tables = {n: vta_exhaustive(n, hw) for n in layers}
     spaces = {n: KnobSpace(RESNET18[n], hw) for n in layers}
@@ -149,18 +231,16 @@ def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[in
             ]
         for target in layers:
             sources = [r for n in layers if n != target for r in records[n]]
-            row = _vta_row(target, seed, tables, spaces, sources, repeats)
+            row = _vta_row(target, seed, tables, spaces, sources, repeats, variants)
             rows.append(row)
-            cells = [
-                f"{n} {row[n]['first']:.2f}/{row[n]['best_of_8']:.2f}" for n in [*VTA_VARIANTS, "random"]
-            ]
+            cells = [f"{n} {row[n]['first']:.2f}/{row[n]['best_of_8']:.2f}" for n in [*variants, "random"]]
             print(f"VTA {target} seed {seed}: " + "; ".join(cells), flush=True)
     return {
         "hw": hw.short_id(),
         "source_trials": source_trials,
         "random_repeats": repeats,
         "seeds": seeds,
-        "variants": VTA_VARIANTS,
+        "variants": variants,
         "rows": rows,
     }
 
@@ -177,7 +257,14 @@ def curve_from_database(work_dir: Path) -> list[float]:
 
 
 def cpu_part(
-    kind: str, shapes: list, trials: int, per_iter: int, population: int, seed: int, out_dir: Path
+    kind: str,
+    shapes: list,
+    trials: int,
+    per_iter: int,
+    population: int,
+    seed: int,
+    out_dir: Path,
+    source_runs: tuple[str, ...] = ("evolutionary_xgb", "random"),
 ) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
@@ -207,17 +294,19 @@ def cpu_part(
         run(w, "random", cost_model="tvm-random", search_strategy=ms.search_strategy.ReplayTrace())
     budgets = {}
     for w in workloads:
-        sources = [out_dir / "evolutionary_xgb" / o.name for o in workloads if o.name != w.name]
+        # Sources: every measured record (evolutionary + random runs) of the other shapes.
+        sources = [out_dir / c / o.name for c in source_runs for o in workloads if o.name != w.name]
         records = load_sources(sources, exclude=w.ir_module())
         sampler = TraceCopulaSampler().fit(records)
         strategy = CopulaSearch(
             sampler, population_size=population, init_min_unmeasured=min(50, population // 2), seed=seed
         )
         run(w, "copula_evolutionary_xgb", cost_model="tvm-xgb", search_strategy=strategy)
-        # The VTA-selected copula settings, few-shot only (8 trials: its first-8 metrics are comparable).
-        kde = TraceCopulaSampler(distribution="gaussian_kde", quantile=0.1).fit(records)
-        few = CopulaSearch(kde, few_shot=True, num_seeds=per_iter, seed=seed)
-        run(w, "copula_kde_q0.1_fewshot", cost_model="tvm-xgb", search_strategy=few, trials=per_iter)
+        few_shot = {n: TraceCopulaSampler(**kw).fit(records) for n, kw in FEW_SHOT_SAMPLERS.items()}
+        few_shot["source_best_fewshot"] = SourceBestSampler(records)
+        for name, few_sampler in few_shot.items():
+            few = CopulaSearch(few_sampler, few_shot=True, num_seeds=per_iter, seed=seed)
+            run(w, name, cost_model="tvm-xgb", search_strategy=few, trials=per_iter)
         mod, spaces, postprocs = design_spaces(w, target)
         estimate = sampler.budget(mod, target, spaces, postprocs, seed=seed)
         budgets[w.name] = {
@@ -239,6 +328,7 @@ def cpu_part(
         "trials": trials,
         "trials_per_iter": per_iter,
         "population": population,
+        "source_runs": list(source_runs),
         "rows": rows,
         "latencies": latencies,
     }
@@ -307,20 +397,25 @@ def markdown(report: dict) -> str:
             f"{vta['random_repeats']} orders; copula proposals are followed by random unseen settings. "
             "Variants: "
             f"{json.dumps(vta['variants'])} (copula_kde_q0.1 was chosen after seeing seed-0 results). Budget "
-            "column: the paper's estimate k (C unique of |S| draws) for copula_paper.\n",
+            "column: the paper's estimate k (C unique of |S| draws) for copula_paper (copula_default when "
+            "copula_paper is not run).\n",
             "| layer | seed | " + " | ".join(names) + " | budget k (C) |",
             "|---|---|" + "---|" * len(names) + "---|",
         ]
         for r in vta["rows"]:
-            b = r["copula_paper"]["budget"]
+            b = next((r[n]["budget"] for n in BUDGET_VARIANTS if n in r), None)
             cells = " | ".join(_cell(r[n]) for n in names)
-            lines.append(f"| {r['task']} | {r['source_seed']} | {cells} | {b['k']} ({b['unique']}) |")
+            budget = f"{b['k']} ({b['unique']})" if b else "-"
+            lines.append(f"| {r['task']} | {r['source_seed']} | {cells} | {budget} |")
         lines.append(_means(vta["rows"], names))
-        lines.append(_budget_check(vta["rows"], ["copula_paper", "copula_kde_q0.1"]))
+        budgeted = [n for n in BUDGET_VARIANTS if n in vta["variants"]]
+        if budgeted:
+            lines.append(_budget_check(vta["rows"], budgeted))
     for cpu in report.get("cpu", []):
         lines += [
             f"\n## CPU {cpu['kind']}\n\n{cpu['trials']} trials per run, {cpu['trials_per_iter']} per batch, "
-            f"population {cpu['population']}; best known = best of all runs of the shape; wall times are "
+            f"population {cpu['population']}; copula sources: the {' + '.join(cpu.get('source_runs', []))} "
+            "runs of the other shapes; best known = best of all runs of the shape; wall times are "
             "distorted by other jobs on the machine. Budget: the paper's k (C unique of |S|), |S| = the "
             "covered "
             "design spaces' decision combinations, C counted over 4096 draws at most.\n",
@@ -368,11 +463,28 @@ def main() -> None:
     parser.add_argument("--vta-source-trials", type=int, default=200, help="random settings per source layer")
     parser.add_argument("--random-repeats", type=int, default=20)
     parser.add_argument(
+        "--vta-seeds",
+        type=int,
+        nargs="+",
+        help="VTA source seeds (default: --seed .. --seed+2; quick: --seed)",
+    )
+    parser.add_argument(
+        "--vta-variants", nargs="+", help=f"VTA copula variants (default all: {', '.join(VTA_VARIANTS)})"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the result files (e.g. _dev)")
+    parser.add_argument(
         "--kinds", nargs="*", default=["matmul"], choices=list(CPU_SHAPES), help="CPU op kinds"
     )
     parser.add_argument("--shapes", type=int, help="CPU shapes per kind (default 5; quick 3)")
     parser.add_argument("--trials", type=int, help="CPU trials per run (default 32; quick 16)")
     parser.add_argument("--skip-vta", action="store_true")
+    parser.add_argument(
+        "--cpu-sources",
+        nargs="+",
+        default=["evolutionary_xgb", "random"],
+        choices=["evolutionary_xgb", "random"],
+        help="which runs of the other shapes are the copula's sources (default both: 2 x --trials records)",
+    )
     args = parser.parse_args()
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     commit, commit_label = git_commit(), git_commit(short=True)
@@ -380,19 +492,26 @@ def main() -> None:
     report = {"machine": machine_info(), "commit": commit, "commit_short": commit_label, "seed": args.seed}
     if not args.skip_vta:
         layers = list(RESNET18)[-4:] if args.quick else list(RESNET18)
-        seeds = [args.seed] if args.quick else [args.seed, args.seed + 1, args.seed + 2]
-        report["vta"] = vta_part(layers, args.vta_source_trials, args.random_repeats, seeds)
+        seeds = args.vta_seeds or ([args.seed] if args.quick else [args.seed, args.seed + 1, args.seed + 2])
+        unknown = set(args.vta_variants or ()) - set(VTA_VARIANTS)
+        if unknown:
+            parser.error(f"unknown --vta-variants {sorted(unknown)}; known: {', '.join(VTA_VARIANTS)}")
+        variants = {n: VTA_VARIANTS[n] for n in (args.vta_variants or VTA_VARIANTS)}
+        report["vta"] = vta_part(layers, args.vta_source_trials, args.random_repeats, seeds, variants)
     trials = args.trials or (16 if args.quick else 32)
     n_shapes = args.shapes or (3 if args.quick else 5)
     report["cpu"] = []
     for kind in args.kinds:
         out_dir = CACHE / f"cpu_{kind}_t{trials}_s{args.seed}"
-        report["cpu"].append(cpu_part(kind, CPU_SHAPES[kind][:n_shapes], trials, 8, 64, args.seed, out_dir))
+        shapes = CPU_SHAPES[kind][:n_shapes]
+        sources = tuple(args.cpu_sources)
+        report["cpu"].append(cpu_part(kind, shapes, trials, 8, 64, args.seed, out_dir, sources))
     report["wall_seconds"] = time.perf_counter() - start
     # The two parts can run separately (the VTA part takes minutes, the CPU part much longer).
     name = "copula" if args.kinds and not args.skip_vta else "copula_vta"
     if args.skip_vta:
         name = "copula_cpu_" + "_".join(args.kinds)
+    name += args.tag
     plot(report, RESULTS / f"{name}{'_quick' if args.quick else ''}.png")
     write_report(name, report, markdown(report), quick=args.quick)
 

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from tenset_tools.metrics import best_latency_ratio
-from tvm_transfer.search.vta import KnobEncoding, VtaCopulaSampler, copula_few_shot, measure_records
+from tvm_transfer.search.vta import (
+    KnobEncoding,
+    VtaCopulaSampler,
+    copula_few_shot,
+    measure_records,
+    vta_descriptor,
+)
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
 from vta_ext.tune import candidates
@@ -63,5 +69,12 @@ def test_budget_and_orders(sources):
     assert 1 <= estimate.budget <= estimate.unique_generated <= estimate.space_size
     in_order = VtaCopulaSampler(order="sample").fit(sources).propose(target, HW, 5)
     assert len(in_order) == 5
+    # the centred orders measure the decoded conditional centre first
+    encoding = KnobEncoding(KnobSpace(target, HW))
+    for order in ("centre", "density"):
+        sampler = VtaCopulaSampler(order=order, validate=False).fit(sources)
+        centre = encoding.decode(sampler.copula_.centre(vta_descriptor(target, HW)).to_numpy()[0])
+        proposals = sampler.propose(target, HW, 4)
+        assert proposals[0] == centre and centre not in proposals[1:] and len(proposals) == 4
     with pytest.raises(ValueError, match="order"):
         VtaCopulaSampler(order="best")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tvm_transfer.search.copula import DISTRIBUTIONS, ORDERS
+
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     """``--seed-from`` and friends on the ``tune`` command."""
@@ -20,13 +22,23 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "with copula samples conditioned on this shape",
     )
     group.add_argument(
-        "--copula-quantile", type=float, default=0.3, help="best share of each source task kept (default 0.3)"
+        "--copula-quantile",
+        type=float,
+        default=0.1,
+        help="best share of each source task kept (default 0.1; the paper: 0.3)",
+    )
+    group.add_argument(
+        "--copula-distribution",
+        choices=list(DISTRIBUTIONS),
+        default="gaussian_kde",
+        help="marginals of the copula columns (default gaussian_kde; the paper: truncated_gaussian)",
     )
     group.add_argument(
         "--copula-order",
-        choices=("frequency", "sample"),
-        default="frequency",
-        help="measure the most often generated candidates first (default) or in sampling order (the paper)",
+        choices=ORDERS,
+        default="density",
+        help="proposal order: the conditional centre first, then by copula density (default); the centre, "
+        "then most often generated; most often generated first; or sampling order (the paper)",
     )
     group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
@@ -37,7 +49,9 @@ def _sampler(args: argparse.Namespace, exclude):
     from tvm_transfer.search import TraceCopulaSampler, load_sources
 
     records = load_sources(args.seed_from, exclude=exclude)
-    return TraceCopulaSampler(quantile=args.copula_quantile, order=args.copula_order).fit(records)
+    return TraceCopulaSampler(
+        quantile=args.copula_quantile, distribution=args.copula_distribution, order=args.copula_order
+    ).fit(records)
 
 
 def copula_strategy(args: argparse.Namespace, workload, options):
@@ -95,8 +109,9 @@ def register(commands, add_target) -> None:
     budget.add_argument("kind", choices=list(SHAPE_PARAMS))
     budget.add_argument("--shape", help="comma-separated shape values")
     budget.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
-    budget.add_argument("--copula-quantile", type=float, default=0.3)
-    budget.add_argument("--copula-order", default="frequency", choices=("frequency", "sample"))
+    budget.add_argument("--copula-quantile", type=float, default=0.1)
+    budget.add_argument("--copula-distribution", default="gaussian_kde", choices=list(DISTRIBUTIONS))
+    budget.add_argument("--copula-order", default="density", choices=ORDERS)
     budget.add_argument("--success-bar", type=float, default=0.5, help="default 0.5 (the paper's)")
     budget.add_argument("--max-draws", type=int, default=4096, help="copula draws to count C (default 4096)")
     add_target(budget)

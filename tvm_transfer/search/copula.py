@@ -16,18 +16,26 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DISTRIBUTIONS", "ConditionalCopula", "best_quantile"]
+__all__ = ["DISTRIBUTIONS", "ORDERS", "ConditionalCopula", "best_quantile", "check_order", "ranked"]
 
-#: Marginal distributions by name -> ``copulas.univariate`` class path. The paper uses truncated Gaussians.
-#: Orders of proposals: most often drawn first (the copula's modes), or first drawn first (the paper's).
-ORDERS = ("frequency", "sample")
+#: Orders of proposals (the one place that defines them):
+#:
+#: * ``"frequency"``: the distinct repaired draws, most often drawn first (the copula's modes after repair);
+#: * ``"sample"``: first drawn first (the paper's order);
+#: * ``"centre"``: the repaired *conditional centre* first (:meth:`ConditionalCopula.centre`: every value
+#:   column at its conditional median), then the draws in frequency order;
+#: * ``"density"``: the conditional centre first, then the distinct draws by decreasing conditional copula
+#:   density of their repaired values (:meth:`ConditionalCopula.log_density`).
+ORDERS = ("frequency", "sample", "centre", "density")
+#: Orders whose first proposal is the conditional centre (callers must pass ``centre`` to :func:`ranked`).
+CENTRED_ORDERS = ("centre", "density")
 
 
 def check_order(order: str) -> None:
@@ -36,16 +44,37 @@ def check_order(order: str) -> None:
         raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
 
 
-def ranked(keys: Iterable[Hashable], order: str) -> list[tuple[Hashable, int]]:
-    """The distinct ``keys`` of a run of draws with how often each was drawn, in proposal ``order``:
-    ``"frequency"`` most drawn first (ties keep the first-drawn order), ``"sample"`` first drawn first."""
+def ranked(
+    keys: Iterable[Hashable],
+    order: str,
+    centre: Hashable | None = None,
+    density: Callable[[Sequence[Hashable]], Sequence[float]] | None = None,
+) -> list[tuple[Hashable, int]]:
+    """The distinct ``keys`` of a run of draws with how often each was drawn, in proposal ``order``.
+
+    ``"frequency"``: most drawn first (ties keep the first-drawn order); ``"sample"``: first drawn first;
+    ``"centre"``: ``centre`` (the repaired conditional centre) first, then by frequency; ``"density"``:
+    ``centre`` first, then by decreasing ``density(keys)`` (one score per distinct key, higher = likelier;
+    ties by frequency, then first drawn). The centre counts 0 draws unless it was also drawn.
+    """
+    check_order(order)
     counts = Counter(keys)  # insertion-ordered: first drawn first
     unique = list(counts)
-    if order == "frequency":
+    if order in CENTRED_ORDERS and centre is None:
+        raise ValueError(f"order {order!r} needs the conditional centre's key")
+    if order == "density":
+        if density is None:
+            raise ValueError("order 'density' needs a density function")
+        scores = dict(zip(unique, density(unique), strict=True)) if unique else {}
+        unique.sort(key=lambda key: (-scores[key], -counts[key]))
+    elif order != "sample":
         unique.sort(key=lambda key: -counts[key])
-    return [(key, counts[key]) for key in unique]
+    if order in CENTRED_ORDERS:
+        unique = [centre, *(key for key in unique if key != centre)]
+    return [(key, counts.get(key, 0)) for key in unique]
 
 
+#: Marginal distributions by name -> ``copulas.univariate`` class path. The paper uses truncated Gaussians.
 DISTRIBUTIONS = {
     "truncated_gaussian": "copulas.univariate.TruncatedGaussian",
     "gaussian_kde": "copulas.univariate.GaussianKDE",
@@ -74,6 +103,17 @@ def best_quantile(
     return pd.concat(kept, ignore_index=True)
 
 
+def _r2(x: np.ndarray, y: np.ndarray) -> float:
+    """Share of ``y``'s variance explained by a least-squares fit on ``x`` plus an intercept (1 if ``y`` is
+    constant)."""
+    total = float(np.sum((y - y.mean()) ** 2))
+    if total <= 0.0:
+        return 1.0
+    design = np.column_stack([x, np.ones(len(y))])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    return 1.0 - float(np.sum((y - design @ coef) ** 2)) / total
+
+
 class ConditionalCopula:
     """Gaussian copula fitted on the best configurations of source tasks; sampled given a task descriptor.
 
@@ -83,15 +123,26 @@ class ConditionalCopula:
         Share of each source task's measured configurations kept (best first), in (0, 1].
     distribution:
         Marginal of every column, a key of :data:`DISTRIBUTIONS`.
+    max_r2:
+        A descriptor column is conditioned on only if, over the source tasks (one row per task), a linear
+        fit on the descriptor columns kept before it explains less than this share of its variance (R^2).
+        1.0 (default) drops only exact duplicates and constants; lower values also drop near-collinear
+        descriptors (e.g. output height given input height and stride), which with few source tasks make
+        the conditioning correlation matrix nearly singular and the conditional distribution unstable.
     """
 
-    def __init__(self, quantile: float = 0.3, distribution: str = "truncated_gaussian") -> None:
+    def __init__(
+        self, quantile: float = 0.3, distribution: str = "truncated_gaussian", max_r2: float = 1.0
+    ) -> None:
         if distribution not in DISTRIBUTIONS:
             raise ValueError(
                 f"unknown distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}"
             )
+        if not 0.0 < max_r2 <= 1.0:
+            raise ValueError(f"max_r2 must be in (0, 1], got {max_r2}")
         self.quantile = quantile
         self.distribution = distribution
+        self.max_r2 = max_r2
 
     def fit(
         self,
@@ -124,6 +175,10 @@ class ConditionalCopula:
                 continue
             if any(np.array_equal(data[column].to_numpy(), data[c].to_numpy()) for c in modelled_descriptors):
                 continue
+            if self.max_r2 < 1.0 and modelled_descriptors:
+                tasks = rows.groupby(group, sort=False)[[*modelled_descriptors, column]].first().astype(float)
+                if _r2(tasks[modelled_descriptors].to_numpy(), tasks[column].to_numpy()) >= self.max_r2:
+                    continue
             modelled_descriptors.append(column)
         self.conditioned_columns_ = modelled_descriptors
         self.modelled_values_ = [c for c in value_columns if c not in constant]
@@ -150,18 +205,14 @@ class ConditionalCopula:
             raise RuntimeError("ConditionalCopula.sample called before fit")
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        missing = [c for c in self.descriptor_columns_ if c not in descriptor]
-        if missing:
-            raise ValueError(f"target descriptor lacks {missing}")
+        self._check_descriptor(descriptor)
         for column in self.descriptor_columns_:
             if column in self.constants_ and not np.isclose(descriptor[column], self.constants_[column]):
                 log.info("sources all have %s = %g (target %g): not conditioned on", column,
                          self.constants_[column], descriptor[column])  # fmt: skip
         out = pd.DataFrame(index=range(n))
         if self.model_ is not None:
-            conditions = {
-                c: float(np.clip(descriptor[c], *self.ranges_[c])) for c in self.conditioned_columns_
-            }
+            conditions = self._conditions(descriptor)
             self.model_.set_random_state(np.random.RandomState(seed))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -174,3 +225,85 @@ class ConditionalCopula:
             if c in self.constants_:
                 out[c] = self.constants_[c]
         return out[self.value_columns_]
+
+    # --- the conditional distribution in normal-score space -------------------------------------------
+    def _check_descriptor(self, descriptor: Mapping[str, float]) -> None:
+        if not hasattr(self, "model_"):
+            raise RuntimeError("ConditionalCopula used before fit")
+        missing = [c for c in self.descriptor_columns_ if c not in descriptor]
+        if missing:
+            raise ValueError(f"target descriptor lacks {missing}")
+
+    def _conditions(self, descriptor: Mapping[str, float]) -> dict[str, float]:
+        return {c: float(np.clip(descriptor[c], *self.ranges_[c])) for c in self.conditioned_columns_}
+
+    def _conditional_normal(self, descriptor: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the modelled value columns' normal scores given ``descriptor`` (the
+        Schur complement of the copula's correlation matrix, as ``copulas`` samples from)."""
+        model = self.model_
+        correlation = model.correlation.loc[self.modelled_values_, self.modelled_values_].to_numpy()
+        if not self.conditioned_columns_:
+            return np.zeros(len(self.modelled_values_)), correlation
+        conditions = pd.Series(self._conditions(descriptor))
+        scores = model._transform_to_normal(conditions)[0]  # clipped to (eps, 1 - eps) before ppf
+        given = list(conditions.index)
+        s12 = model.correlation.loc[self.modelled_values_, given].to_numpy()
+        s22 = model.correlation.loc[given, given].to_numpy()
+        gain = s12 @ np.linalg.pinv(s22)
+        return gain @ scores, correlation - gain @ s12.T
+
+    def centre(self, descriptor: Mapping[str, float]) -> pd.DataFrame:
+        """The conditional centre: one row of the value columns, each at its conditional median given
+        ``descriptor`` (the conditional mean of the normal scores mapped back through the marginals).
+
+        It is the most central configuration of the conditional distribution, a deterministic best guess;
+        :meth:`sample` draws around it. Constant columns keep their value.
+        """
+        self._check_descriptor(descriptor)
+        out = pd.DataFrame(index=range(1))
+        if self.model_ is not None:
+            from scipy import stats
+
+            mean, _ = self._conditional_normal(descriptor)
+            univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for c, z in zip(self.modelled_values_, mean, strict=True):
+                    value = float(np.asarray(univariates[c].percent_point(np.array([stats.norm.cdf(z)])))[0])
+                    out[c] = float(np.clip(value, *self.ranges_[c]))
+        for c in self.value_columns_:
+            if c in self.constants_:
+                out[c] = self.constants_[c]
+        return out[self.value_columns_]
+
+    def log_density(self, descriptor: Mapping[str, float], values: pd.DataFrame) -> np.ndarray:
+        """Log density of ``values`` (rows of the value columns) under the conditional Gaussian of their
+        normal scores given ``descriptor``, up to a constant: ``-0.5 * Mahalanobis distance**2`` to the
+        conditional mean. Higher = more typical of the best source configurations of similar tasks.
+
+        The marginals' Jacobian is left out on purpose: values are repaired, discrete configurations, where
+        a marginal density (e.g. a KDE's spike at one tile factor) says little; the ranking is by how central
+        the configuration is in the copula's dependence structure.
+        """
+        self._check_descriptor(descriptor)
+        missing = [c for c in self.value_columns_ if c not in values]
+        if missing:
+            raise ValueError(f"values lack columns {missing}")
+        if self.model_ is None or len(values) == 0:
+            return np.zeros(len(values))
+        from scipy import stats
+
+        mean, covariance = self._conditional_normal(descriptor)
+        univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+        eps = 1e-6  # as copulas clips cdf values before the normal ppf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = np.column_stack(
+                [
+                    stats.norm.ppf(np.clip(univariates[c].cdf(values[c].to_numpy(dtype=float)), eps, 1 - eps))
+                    for c in self.modelled_values_
+                ]
+            )
+        residual = scores - mean
+        precision = np.linalg.pinv(covariance)
+        return -0.5 * np.einsum("ij,jk,ik->i", residual, precision, residual)

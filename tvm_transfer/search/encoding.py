@@ -249,6 +249,12 @@ class SpaceEncoding:
             ):
                 return None
         if postprocess:
+            # Mark where post-processing starts, as MetaSchedule's own replay does: a trace without the
+            # marker replays its post-processing instructions (GetLoops, Fuse, Parallel, ...) as if they were
+            # part of the space. A mutator that changes an earlier decision (MutateComputeLocation) then
+            # replays them on a different loop nest and trips TVM's uncaught internal check
+            # "old_outputs.size() == new_outputs.size()" inside EvolveWithCostModel.
+            sch.enter_postproc()
             try:
                 if not all(p.apply(sch) for p in self.postprocs):
                     return None

@@ -119,9 +119,11 @@ class CopulaSearch(PySearchStrategy):
                 self.inner, population + fresh, 2 * num
             )
         except RuntimeError as error:
-            # Seen once on conv2d (TVM 0.27): a mutant's replay failed an internal check ("old_outputs.size()
-            # == new_outputs.size()") that the C++ mutation loop does not catch. Evolve the fresh samples
-            # alone rather than abort the whole tuning run.
+            # TVM 0.27's mutation loop does not catch a failing replay inside a mutator. Copula seeds used to
+            # trip it ("old_outputs.size() == new_outputs.size()" on conv2d) because they were post-processed
+            # without an EnterPostproc marker; SpaceEncoding.replay now sets it and
+            # tests/search/test_seeded_evolution.py checks that seeded conv2d populations evolve. Kept as a
+            # guard: evolve the fresh samples alone rather than abort the whole tuning run.
             log.warning("evolution with the seeded population failed (%s); evolving fresh samples", error)
             bests = _ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(self.inner, fresh, 2 * num)
         return self._take(bests, num) or None
