@@ -3,11 +3,14 @@
 Each candidate is described by the pooled per-store kernel features, the target's hardware vector and the
 *lowered-IR* features of its schedule (:mod:`tenset_tools.features.lowered`: loop nest, allocations per
 scope, vector / parallel extents, stores, unrolled size) — the CPU analogue of VTA's hidden compilation
-features. The validity head (:class:`~tvm_transfer.ml2tuner.models.ValidityModel`) learns from build and
-run failures, which MetaSchedule reports as runner errors (stored as 1e10-second costs); the advanced head
-(:class:`~tvm_transfer.ml2tuner.models.AdvancedModel`) learns normalised throughput from the valid ones.
+features. The validity head (:class:`~tvm_transfer.ml2tuner.models.ValidityModel`) learns online from the
+run's own failures: runner errors (timeouts, crashes), which MetaSchedule passes to ``update`` with no run
+times, and records carrying MetaSchedule's 1e10-second failure cost. (Build errors never reach a cost
+model: MetaSchedule's ``UpdateCostModel`` drops them.) The advanced head
+(:class:`~tvm_transfer.ml2tuner.models.AdvancedModel`) learns normalised throughput, failures as 0.
 Candidates the validity head rejects, and candidates that cannot even be lowered, get a score below any
-valid prediction, so the search does not send them to the builder.
+valid prediction, so the search does not send them to the builder. Until the first successful measurement
+the model returns random scores (as every model here).
 """
 
 from __future__ import annotations
@@ -29,6 +32,22 @@ from tvm_transfer.ml2tuner.models import AdvancedModel, ValidityModel
 #: Score of candidates predicted invalid (valid predictions are normalised throughputs, around 0..1).
 INVALID_SCORE = -1.0
 
+#: Run times at or above this (seconds) are MetaSchedule's failure marker (the database stores failed
+#: candidates with ``run_secs = [1e10]``), not measurements.
+FAILED_RUN_SECONDS = 1e9
+
+
+def as_failure_aware(result: ms.runner.RunnerResult) -> ms.runner.RunnerResult:
+    """``result``, or an error result when its run times are MetaSchedule's 1e10-second failure marker.
+
+    Results rebuilt from database records (a resumed run, a replayed log) carry failures as 1e10 s; taken
+    as a measurement that is a valid, merely slow candidate, and the validity head would never see it.
+    """
+    secs = [float(s) for s in result.run_secs] if result.run_secs else []
+    if not result.error_msg and secs and max(secs) >= FAILED_RUN_SECONDS:
+        return ms.runner.RunnerResult(run_secs=None, error_msg="failed (stored as 1e10 s by MetaSchedule)")
+    return result
+
 
 @derived_object
 class MultiLevelCostModel(LearnedCostModel):
@@ -38,6 +57,11 @@ class MultiLevelCostModel(LearnedCostModel):
     ----------
     target_recall:
         Share of valid candidates V's threshold keeps (out-of-fold estimate).
+    fallback_threshold:
+        V's threshold on P(valid) while too few failures have been seen to estimate one (fewer than 6 of
+        either class, early in a run): 0.5 rejects the candidates V finds more likely to fail than not.
+        ``ValidityModel``'s 0.2 suits its pre-trained use, but online from a handful of rows XGBoost's
+        P(valid) rarely leaves the base rate, so nothing was rejected within a 32-trial run.
     use_lowered_features:
         Append the lowered-IR features (about 0.05-0.15 s of lowering per new candidate, cached by
         structural hash); without them A sees the kernel and hardware features only.
@@ -50,23 +74,49 @@ class MultiLevelCostModel(LearnedCostModel):
         "use_hardware_features",
         "use_lowered_features",
         "target_recall",
+        "fallback_threshold",
     )
 
     def __init__(
         self,
         *,
         target_recall: float = 0.95,
+        fallback_threshold: float = 0.5,
         use_lowered_features: bool = True,
         seed: int = 0,
         use_hardware_features: bool = True,
     ) -> None:
+        if not 0.0 < fallback_threshold < 1.0:
+            raise ValueError(f"fallback_threshold is a probability in (0, 1), got {fallback_threshold}")
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
         self.target_recall = target_recall
+        self.fallback_threshold = fallback_threshold
         self.use_lowered_features = use_lowered_features
         self._lowered: dict[str, tuple[np.ndarray, bool]] = {}
         self._validity: ValidityModel | None = None
         self._advanced: AdvancedModel | None = None
         self.n_filtered = 0  # candidates scored INVALID_SCORE so far (predicted invalid or not lowerable)
+        # Distinct candidates (structural hashes) the search asked this model to score, and those it rejected.
+        self.scored_keys: set[str] = set()
+        self.rejected_keys: set[str] = set()
+
+    def update(
+        self,
+        context: ms.TuneContext,
+        candidates: list[ms.MeasureCandidate],
+        results: list[ms.runner.RunnerResult],
+    ) -> None:
+        """Add measured candidates; runner errors (timeouts, crashes) and 1e10-second records are the
+        failures the validity head learns from."""
+        super().update(context, candidates, [as_failure_aware(r) for r in results])
+
+    def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
+        """Predicted normalised throughput; ``INVALID_SCORE`` for candidates predicted to fail."""
+        scores = super().predict(context, candidates)
+        keys = [shash2hex(c.sch.mod) for c in candidates]
+        self.scored_keys.update(keys)
+        self.rejected_keys.update(k for k, s in zip(keys, scores, strict=True) if s == INVALID_SCORE)
+        return scores
 
     def features(self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate]) -> np.ndarray:
         """Kernel (+ hardware) features, then LOWERED_FEATURE_NAMES and a "lowered ok" column."""
@@ -85,8 +135,13 @@ class MultiLevelCostModel(LearnedCostModel):
 
     def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
         valid = targets > 0
-        self._validity = ValidityModel(target_recall=self.target_recall, seed=self.seed).fit(features, valid)
-        self._advanced = AdvancedModel(seed=self.seed).fit(features[valid], targets[valid])
+        self._validity = ValidityModel(
+            target_recall=self.target_recall, fallback_threshold=self.fallback_threshold, seed=self.seed
+        ).fit(features, valid)
+        # A learns failures as throughput 0, as XGBModel does with its 1e10 costs: on a CPU the failures
+        # that dominate are runner timeouts, i.e. the slowest schedules, so their neighbourhood is ranked
+        # low even while V is not yet sure enough to reject it.
+        self._advanced = AdvancedModel(seed=self.seed).fit(features, targets)
 
     def _predict(self, features: np.ndarray) -> np.ndarray:
         keep = self._validity.predict(features)

@@ -1,0 +1,86 @@
+"""The CPU multi-level model learns from the failures MetaSchedule reports (issue 6, item 5)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from ms_helpers import sample_candidates, tune_context
+from tvm.s_tir import meta_schedule as ms
+
+from tenset_tools.features import LOWERED_FEATURE_NAMES
+from tvm_transfer.cost_models import load_cost_model, make_cost_model
+from tvm_transfer.cost_models.multilevel import INVALID_SCORE, MultiLevelCostModel, as_failure_aware
+from tvm_transfer.measure import PersistentBuilder, local_runner
+from tvm_transfer.workloads import make_workload
+
+
+def _result(seconds: float | None, error: str | None = None) -> ms.runner.RunnerResult:
+    return ms.runner.RunnerResult(run_secs=None if seconds is None else [seconds], error_msg=error)
+
+
+def test_metaschedule_failure_costs_train_the_validity_head(target, matmul, tmp_path):
+    """Runner errors and 1e10-second records (MetaSchedule's failure cost in its database) are failures."""
+    context = tune_context(matmul, target)
+    candidates = sample_candidates(context, 12)
+    model = MultiLevelCostModel(seed=0)
+    rows = model.features(context, candidates)
+    size = rows[:, -1 - len(LOWERED_FEATURE_NAMES) + LOWERED_FEATURE_NAMES.index("unrolled_size")]
+    slow = size > np.median(size)  # a rule the lowered features can express, standing for "times out"
+    results = [
+        _result(1e10) if bad and i % 2 else _result(None, "LocalRunner: Timeout") if bad else _result(1e-4)
+        for i, bad in enumerate(slow)
+    ]
+    assert as_failure_aware(_result(1e10)).error_msg and not as_failure_aware(_result(1e10)).run_secs
+    assert float(as_failure_aware(_result(1e-4)).run_secs[0]) == pytest.approx(1e-4)
+    model.update(context, candidates, results)
+    assert model.num_samples == 12
+    assert np.isinf(np.asarray(model._costs)[slow]).all()  # the 1e10 records are failures, not slow runs
+    assert np.isfinite(np.asarray(model._costs)[~slow]).all()
+    scores = model.predict(context, candidates)
+    # Six rows of each class: V runs on its fallback threshold and must already reject the failures.
+    assert (scores[slow] == INVALID_SCORE).mean() >= 0.8
+    assert (scores[~slow] > INVALID_SCORE).all()
+    assert model.rejected_keys <= model.scored_keys and len(model.scored_keys) == 12
+    path = tmp_path / "multilevel.zip"
+    model.save(str(path))
+    restored = load_cost_model(str(path))
+    assert restored.fallback_threshold == 0.5
+    assert np.allclose(restored.predict_features(rows), scores)
+
+
+def test_fallback_threshold_must_be_a_probability():
+    with pytest.raises(ValueError, match="fallback_threshold"):
+        MultiLevelCostModel(fallback_threshold=1.5)
+
+
+@pytest.mark.slow
+def test_runner_timeouts_of_a_real_run_reach_the_model(target, tmp_path):
+    """A real tuning run with a tight runner timeout: every timed-out candidate is a failure the model
+    learned from, and the model keeps scoring (and rejecting) candidates."""
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    workload = make_workload("matmul", (512, 512, 512))  # random schedules: ~3 ms .. ~0.5 s
+    model = make_cost_model("multilevel", seed=0)
+    builder = PersistentBuilder()
+    try:
+        database = ms.tune_tir(
+            mod=workload.prim_func().with_attr("global_symbol", "main"),
+            target=target,
+            work_dir=str(tmp_path),
+            max_trials_global=24,
+            num_trials_per_iter=8,
+            builder=builder,
+            runner=local_runner(timeout_sec=0.3, num_threads=2),
+            cost_model=model,
+            strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=16),
+            seed=0,
+        )
+    finally:
+        builder.shutdown()
+    stored = [float(r.run_secs[0]) for r in database.get_all_tuning_records()]
+    failed = sum(s >= 1e9 for s in stored)
+    assert 0 < failed < len(stored), f"expected some timeouts under 0.3 s, got {failed} of {len(stored)}"
+    assert model.num_samples == len(stored)
+    assert int(np.isinf(model._costs).sum()) == failed
+    assert model.rejected_keys <= model.scored_keys and len(model.scored_keys) > len(stored)
