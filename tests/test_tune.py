@@ -8,6 +8,7 @@ import pytest
 import tvm
 
 from tvm_transfer.cli import main
+from tvm_transfer.cost_models import make_cost_model
 from tvm_transfer.tune import best_schedule, compile_network, tune_network, tune_workload
 
 
@@ -34,6 +35,24 @@ def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
     args = [tvm.runtime.tensor(x) for x in inputs] + [tvm.runtime.tensor(np.zeros((64, 64), np.float32))]
     executable["main"](*args)
     np.testing.assert_allclose(args[-1].numpy(), matmul.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_resumed_run_teaches_the_cost_model_the_failures_of_the_interrupted_one(
+    target, matmul, small_options, tmp_path
+):
+    tune_workload(matmul, tmp_path, target=target, options=replace(small_options, trials=8), reference=False)
+    # MetaSchedule stores a failed candidate with run_secs [1e10]: make the first record one.
+    path = tmp_path / "database_tuning_record.json"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    record[1][1] = [1e10]
+    path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+
+    model = make_cost_model("multilevel", use_lowered_features=False)
+    tune_workload(matmul, tmp_path, target=target, options=small_options, cost_model=model, reference=False)
+    # The first update is the warm start: 8 earlier records, the doctored one as a failure (inf cost).
+    assert len(model._costs) >= 8
+    assert sum(not np.isfinite(c) for c in model._costs[:8]) == 1
 
 
 def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_path):

@@ -129,13 +129,20 @@ def _records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.da
 
 
 def _warm_start(cost_model: ms.CostModel, context: ms.TuneContext, records: Sequence) -> None:
-    """Train the cost model on records measured by an earlier run (build failures excluded, as
-    MetaSchedule does)."""
-    measured = [r for r in records if r.run_secs and float(r.run_secs[0]) < _FAILED_RUN_SECONDS]
-    if measured:
-        candidates = [r.as_measure_candidate() for r in measured]
-        results = [ms.runner.RunnerResult(run_secs=list(r.run_secs), error_msg=None) for r in measured]
-        cost_model.update(context, candidates, results)
+    """Train the cost model on records measured by an earlier run, failed ones included as runner errors.
+
+    The database stores build and run failures alike as 1e10 s; passing them on as errors lets a model
+    with a validity head (``multilevel``) keep what it learnt before the interruption, and is what
+    MetaSchedule's own models see of a failure (a very high cost)."""
+    if records:
+        candidates = [r.as_measure_candidate() for r in records]
+        cost_model.update(context, candidates, [_runner_result(r) for r in records])
+
+
+def _runner_result(record: ms.database.TuningRecord) -> ms.runner.RunnerResult:
+    if record.run_secs and float(record.run_secs[0]) < _FAILED_RUN_SECONDS:
+        return ms.runner.RunnerResult(run_secs=list(record.run_secs), error_msg=None)
+    return ms.runner.RunnerResult(run_secs=None, error_msg="failed in an earlier run (stored as 1e10 s)")
 
 
 def _best_seconds(records: Sequence) -> float:
