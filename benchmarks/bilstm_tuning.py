@@ -14,13 +14,17 @@ Setup (one run, same tasks, seeds and search settings for every contender):
 - **tvm-random**: TVM's ``RandomModel``.
 
 Each task is tuned with ``ms.tune_tir`` (evolutionary search, population ``--population``, batches of 8)
-for ``--trials`` trials; the curve is the running best latency in measurement order. Reported: per task
-and contender the best latency after 8/16/32/64 trials relative to tvm-xgb-nowarmup's 64-trial best, and
-their geometric mean over tasks. Goal (issue 5, after Verma et al.): the BiLSTM reaches XGBoost's
-64-trial latency within 16 trials.
+for ``--trials`` trials; the curve is the running best latency in measurement order. Every seed of
+``--seeds`` repeats everything (transfer model, sampling of the few-shot records, search); within a seed
+the contenders tune one task after the other in the same process (their order rotates with the task and
+seed), so they share the machine's load. Reported: per seed, task and contender the best latency after
+8/16/32/64 trials relative to tvm-xgb-nowarmup's last-checkpoint best of the same seed, the geometric
+mean over tasks per seed, and over all (seed, task) pairs. Goal (issue 5, after Verma et al.): the BiLSTM
+reaches XGBoost's 64-trial latency within 16 trials.
 
-Usage: ``python benchmarks/bilstm_tuning.py [--quick]`` (quick: 2 tasks, 16 trials, few epochs). Writes
-``benchmarks/results/bilstm_tuning.*``. Takes ~(tasks x 3 x trials x 1 s) on a quiet 2-core machine.
+Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1]`` (quick: 2 tasks, 16 trials, few
+epochs). Writes ``benchmarks/results/bilstm_tuning.*``. Takes ~(seeds x tasks x 3 x trials x 1-2 s) on
+the shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -88,7 +92,8 @@ def _transfer_model(frame: pd.DataFrame, network: str, host: str, args, path: Pa
 def _tune(task, contender: str, model_file: Path, target, args) -> list[float]:
     """Latencies (seconds, measurement order) of one tuning run of ``task`` with ``contender``."""
     if contender == "bilstm":
-        cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode)
+        extra = {} if args.online_rounds is None else {"online_rounds": args.online_rounds}
+        cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode, **extra)
     else:
         cost_model = make_cost_model(contender, seed=args.seed)
     with tempfile.TemporaryDirectory() as work_dir:
@@ -114,6 +119,38 @@ def _tune(task, contender: str, model_file: Path, target, args) -> list[float]:
     return latencies
 
 
+def _tune_task(task, index: int, model_file: Path, target, args) -> dict:
+    """One task, every contender (order rotated by task and seed, so no contender always runs first)."""
+    shift = (index + args.seed) % len(CONTENDERS)
+    curves = {}
+    for contender in CONTENDERS[shift:] + CONTENDERS[:shift]:
+        begin = time.perf_counter()
+        latencies = _tune(task, contender, model_file, target, args)
+        curves[contender] = list(running_best(latencies))
+        print(f"seed {args.seed} {task.task_name} {contender}: best {min(latencies) * 1e6:.1f} us "
+              f"({time.perf_counter() - begin:.0f} s)", flush=True)  # fmt: skip
+    reference = curves["tvm-xgb-nowarmup"][-1]
+    row = {
+        "seed": args.seed,
+        "task": task.task_name,
+        "flops": _task_flops(task),
+        "weight": float(task.weight),
+    }
+    for contender, curve in curves.items():
+        row[contender] = {
+            str(n): curve[min(n, len(curve)) - 1] / reference for n in CHECKPOINTS if n <= args.trials
+        }
+        row[contender]["curve_seconds"] = curve
+    return row
+
+
+def _geomean(rows: list[dict], checkpoints: list[int]) -> dict:
+    return {
+        c: {str(n): float(np.exp(np.mean([np.log(r[c][str(n)]) for r in rows]))) for n in checkpoints}
+        for c in CONTENDERS
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -126,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="full", choices=("full", "head", "task", "plus"))
     parser.add_argument("--few", type=int, default=16)
     parser.add_argument("--fine-tune-epochs", type=int, default=15)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full repetition per seed")
+    parser.add_argument(
+        "--online-rounds", type=int, default=None, help="BiLSTM online_rounds (default: model's)"
+    )
     args = parser.parse_args(argv)
     args.tasks = args.tasks or (2 if args.quick else 3)
     args.trials = args.trials or (16 if args.quick else 64)
@@ -138,53 +178,67 @@ def main(argv: list[str] | None = None) -> int:
     host = target_id(target)
     frame = pd.concat([read_dataset(p) for p in [args.dataset, *args.extra_dataset]], ignore_index=True)
     start = time.perf_counter()
+    tasks = [t for t in extract_network_tasks(args.network, target) if _task_flops(t) > 0]
+    tasks.sort(key=lambda t: -_task_flops(t) * float(t.weight))
+    tasks = tasks[: args.tasks]
+    rows, transfers = [], {}
     with tempfile.TemporaryDirectory() as scratch:
-        model_file = Path(scratch) / "bilstm_transfer.zip"
-        transfer = _transfer_model(frame, args.network, host, args, model_file)
-        print(f"transfer model: {transfer}", flush=True)
-        tasks = [t for t in extract_network_tasks(args.network, target) if _task_flops(t) > 0]
-        tasks.sort(key=lambda t: -_task_flops(t) * float(t.weight))
-        tasks = tasks[: args.tasks]
-        rows = []
-        for task in tasks:
-            curves = {}
-            for contender in CONTENDERS:
-                begin = time.perf_counter()
-                latencies = _tune(task, contender, model_file, target, args)
-                curves[contender] = list(running_best(latencies))
-                print(f"{task.task_name} {contender}: best {min(latencies) * 1e6:.1f} us "
-                      f"({time.perf_counter() - begin:.0f} s)", flush=True)  # fmt: skip
-            reference = curves["tvm-xgb-nowarmup"][-1]
-            row = {"task": task.task_name, "flops": _task_flops(task), "weight": float(task.weight)}
-            for contender, curve in curves.items():
-                row[contender] = {
-                    str(n): curve[min(n, len(curve)) - 1] / reference for n in CHECKPOINTS if n <= args.trials
-                }
-                row[contender]["curve_seconds"] = curve
-            rows.append(row)
+        model_files = {}
+        for seed in args.seeds:
+            args.seed = seed
+            model_files[seed] = Path(scratch) / f"bilstm_transfer_{seed}.zip"
+            transfers[seed] = _transfer_model(frame, args.network, host, args, model_files[seed])
+            print(f"seed {seed}: transfer model {transfers[seed]}", flush=True)
+        # Tasks outside, seeds inside; the report is rewritten after every (task, seed), so a run stopped
+        # early still leaves its finished pairs (the report says how many of the planned ones).
+        for index, task in enumerate(tasks):
+            for seed in args.seeds:
+                args.seed = seed
+                rows.append(_tune_task(task, index, model_files[seed], target, args))
+                _report(rows, tasks, transfers, host, args, start)
+    return 0
+
+
+def _report(rows: list[dict], tasks: list, transfers: dict, host: str, args, start: float) -> None:
     checkpoints = [n for n in CHECKPOINTS if n <= args.trials]
-    geomean = {
-        c: {str(n): float(np.exp(np.mean([np.log(r[c][str(n)]) for r in rows]))) for n in checkpoints}
-        for c in CONTENDERS
+    per_seed = {
+        seed: _geomean([r for r in rows if r["seed"] == seed], checkpoints)
+        for seed in args.seeds
+        if any(r["seed"] == seed for r in rows)
     }
+    geomean = _geomean(rows, checkpoints)
+    transfer = transfers[args.seeds[0]]
     lines = [
-        f"# bilstm_tuning ({args.network}, {len(rows)} tasks, {args.trials} trials, host {host})",
+        f"# bilstm_tuning ({args.network}, {len(tasks)} tasks x {len(args.seeds)} seeds, "
+        f"{args.trials} trials, host {host})",
         "",
-        f"Transfer model: {transfer}; fine-tune mode {args.mode}. Values: best latency after n trials / "
-        f"tvm-xgb-nowarmup's best after {args.trials} (lower is better; <= 1 at 16 meets the goal).",
+        f"Finished {len(rows)} of {len(tasks) * len(args.seeds)} planned (task, seed) pairs.",
         "",
-        "| task | contender | " + " | ".join(f"@{n}" for n in checkpoints) + " |",
-        "|---|---|" + "---|" * len(checkpoints),
+        f"Transfer model (seed {args.seeds[0]}): {transfer}; fine-tune mode {args.mode}. Values: best "
+        f"latency after n trials / tvm-xgb-nowarmup's best after {args.trials} in the same seed "
+        "(lower is better; "
+        "the goal: bilstm <= 1 at 16, geometric mean).",
+        "",
+        "| seed | task | contender | " + " | ".join(f"@{n}" for n in checkpoints) + " |",
+        "|---|---|---|" + "---|" * len(checkpoints),
     ]
     for r in rows:
         for c in CONTENDERS:
             lines.append(
-                f"| {r['task']} | {c} | " + " | ".join(f"{r[c][str(n)]:.3f}" for n in checkpoints) + " |"
+                f"| {r['seed']} | {r['task']} | {c} | "
+                + " | ".join(f"{r[c][str(n)]:.3f}" for n in checkpoints)
+                + " |"
             )
-    for c in CONTENDERS:
-        lines.append(
-            f"| **geomean** | {c} | " + " | ".join(f"{geomean[c][str(n)]:.3f}" for n in checkpoints) + " |"
-        )
+    lines += ["", "Geometric means:", "", "| over | contender | " + " | ".join(f"@{n}" for n in checkpoints)]
+    lines[-1] += " |"
+    lines.append("|---|---|" + "---|" * len(checkpoints))
+    for label, table in [*((f"seed {s}", per_seed[s]) for s in per_seed), ("**all**", geomean)]:
+        for c in CONTENDERS:
+            lines.append(
+                f"| {label} | {c} | " + " | ".join(f"{table[c][str(n)]:.3f}" for n in checkpoints) + " |"
+            )
+    met = geomean["bilstm"].get("16", float("inf")) <= 1.0
+    lines += ["", f"Goal (bilstm @16 <= 1.0, geometric mean over all): {'met' if met else 'not met'}."]
     report = {
         "benchmark": "bilstm_tuning",
         "mode": "quick" if args.quick else "full",
@@ -192,13 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         "git_commit": git_commit(),
         "settings": json.loads(json.dumps(vars(args), default=str)),  # Paths as strings
         "host_target": host,
-        "transfer": transfer,
+        "transfer": {str(s): t for s, t in transfers.items()},
         "results": rows,
         "geomean": geomean,
+        "geomean_per_seed": {str(s): g for s, g in per_seed.items()},
+        "goal_met": met,
         "seconds": time.perf_counter() - start,
+        "finished_pairs": len(rows),
+        "planned_pairs": len(tasks) * len(args.seeds),
     }
     write_report("bilstm_tuning", report, "\n".join(lines) + "\n", quick=args.quick)
-    return 0
 
 
 if __name__ == "__main__":

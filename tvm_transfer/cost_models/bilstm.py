@@ -34,6 +34,13 @@ model's ``fine_tune_mode``:
 ``plus``
     the base network stays frozen and a small XGBoost model is fitted on its residuals on the target
     records (TenSet's transfer-tune); prediction = base + residual.
+
+While tuning, every ``update`` also fits an **online residual**: a small XGBoost model on the network's
+residuals on the measurements of the workload being tuned only (``online_rounds``; 0 turns it off), added
+to the scores of that workload's candidates. Without it the network, re-adapted from the base on ~200
+target rows of which the run's own are a few, only shifted its level for the task and kept its ranking:
+the search exploited the same mis-ranked neighbourhood for the whole run (flat best-latency curves,
+``docs/bilstm.md``).
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tvm_transfer.cost_models import bilstm_data as data
-from tvm_transfer.cost_models.base import LearnedCostModel
+from tvm_transfer.cost_models.base import LearnedCostModel, normalised_throughput, runner_seconds
 from tvm_transfer.features import TRACE_ROW_WIDTH, candidate_trace_json, encode_trace, hardware_features
 
 __all__ = ["FINE_TUNE_MODES", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
@@ -209,6 +216,15 @@ class BiLSTMCostModel(LearnedCostModel):
         (with the same early stopping) and at which learning rate.
     residual_rounds:
         Boosting rounds of the ``plus`` mode's residual XGBoost model.
+    online_rounds:
+        Boosting rounds of the online residual model fitted, while tuning, on the network's residuals on
+        the measurements of the workload being tuned (0: no online residual; the network alone then
+        decides the ranking within the workload).
+    online_growth:
+        While tuning a pretrained model, the network is re-adapted from the base (the expensive part of an
+        ``update``) only when the workload's measurements have grown by this factor since its last
+        adaptation (2: after 8, 16, 32, 64 ... measurements; 1: every update); the online residual is
+        refitted at every update. A model trained from scratch refits at every update.
     max_sequence:
         Trace instructions kept per candidate (longer traces are truncated).
     threads:
@@ -219,7 +235,8 @@ class BiLSTMCostModel(LearnedCostModel):
         *LearnedCostModel.hyper_parameters,
         "hidden", "lstm_layers", "heads", "task_dim", "dropout", "loss", "epochs", "batch_size",
         "learning_rate", "weight_decay", "patience", "validation_fraction", "fine_tune_mode",
-        "fine_tune_epochs", "fine_tune_learning_rate", "residual_rounds", "max_sequence", "threads",
+        "fine_tune_epochs", "fine_tune_learning_rate", "residual_rounds", "online_rounds", "online_growth",
+        "max_sequence", "threads",
     )  # fmt: skip
 
     def __init__(
@@ -241,6 +258,8 @@ class BiLSTMCostModel(LearnedCostModel):
         fine_tune_epochs: int = 30,
         fine_tune_learning_rate: float = 5e-4,
         residual_rounds: int = 50,
+        online_rounds: int = 40,
+        online_growth: float = 2.0,
         max_sequence: int = data.MAX_SEQUENCE,
         threads: int = 1,
         seed: int = 0,
@@ -258,6 +277,7 @@ class BiLSTMCostModel(LearnedCostModel):
         self.patience, self.validation_fraction = patience, validation_fraction
         self.fine_tune_mode, self.fine_tune_epochs = fine_tune_mode, fine_tune_epochs
         self.fine_tune_learning_rate, self.residual_rounds = fine_tune_learning_rate, residual_rounds
+        self.online_rounds, self.online_growth = online_rounds, online_growth
         self.max_sequence, self.threads = max_sequence, threads
         self._net: BiLSTMNet | None = None
         self._stats: dict[str, np.ndarray] | None = None
@@ -265,6 +285,8 @@ class BiLSTMCostModel(LearnedCostModel):
         self._pretrain_rows = 0  # rows [0, _pretrain_rows) are the pretraining (source) data
         self._fine_tune_tasks: set[str] | None = None  # task mode: groups of the tasks at hand
         self._residual = None  # plus mode: xgboost.Booster on the target residuals
+        self._online: tuple[str, object] | None = None  # (workload hash, xgboost.Booster) while tuning
+        self._adapted_on: dict[str, int] = {}  # workload hash -> its measurements at the last network fit
         self._task_cache: dict[str, np.ndarray] = {}
         self.last_fit: dict[str, float] = {}
 
@@ -350,6 +372,7 @@ class BiLSTMCostModel(LearnedCostModel):
             frame = add_normalised_throughput(frame)
         self._features, self._costs, self._groups = [], [], []
         self._base_state, self._pretrain_rows, self._residual = None, 0, None
+        self._adapted_on = {}
         self.fit_frame(frame)
         self._base_state = copy.deepcopy(self._net.state_dict())
         self._pretrain_rows = self.num_samples
@@ -392,11 +415,62 @@ class BiLSTMCostModel(LearnedCostModel):
 
     # ---- PyCostModel -----------------------------------------------------------------------------------
     def update(self, context, candidates, results) -> None:
-        """Add a measured batch and refit: from scratch, or (pretrained) fine-tune the base on the target
-        rows; the ``task`` mode then fine-tunes on the measurements of this workload only."""
-        if candidates and self.fine_tune_mode == "task":
-            self._fine_tune_tasks = {shash2hex(context.mod)}
-        super().update(context, candidates, results)
+        """Add a measured batch; refit the network (from scratch, or, pretrained, fine-tune the base on
+        the target rows, following ``online_growth``; the ``task`` mode then fine-tunes on this workload's
+        measurements only) and the online residual on this workload's measurements."""
+        if not candidates:
+            return
+        group = shash2hex(context.mod)
+        if self.fine_tune_mode == "task":
+            self._fine_tune_tasks = {group}
+        self._add(
+            self.features(context, candidates), [runner_seconds(r) for r in results], [group] * len(results)
+        )
+        mine = self._groups[self._pretrain_rows :].count(group)
+        if (
+            not self._fitted
+            or self._base_state is None
+            or mine >= self.online_growth * self._adapted_on.get(group, 0)
+        ):
+            self.refit()
+            self._adapted_on[group] = mine
+        if self._fitted:
+            self._fit_online(group)
+
+    def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
+        """Predicted normalised throughput (higher is better), plus the online residual of the workload
+        being tuned; seeded random scores before any fit."""
+        if not self._fitted or not candidates:
+            return super().predict(context, candidates)
+        rows = self.features(context, candidates)
+        scores = self.predict_features(rows)
+        if self._online is not None and self._online[0] == shash2hex(context.mod):
+            scores = scores + self._online_residual(rows)
+        return scores
+
+    def _fit_online(self, group: str) -> None:
+        """Fit the online residual on this workload's measurements (normalised per workload)."""
+        self._online = None
+        if self.online_rounds <= 0:
+            return
+        import xgboost
+
+        groups = np.asarray(self._groups)
+        mine = np.flatnonzero(groups[self._pretrain_rows :] == group) + self._pretrain_rows
+        costs = np.asarray(self._costs)[mine]
+        if len(mine) < 2 or not np.isfinite(costs).any():
+            return
+        rows = np.concatenate(self._features)[mine]
+        targets = normalised_throughput(costs, groups[mine])
+        residual = targets - self._predict(rows)
+        params = {"max_depth": 3, "eta": 0.3, "min_child_weight": 1, "seed": self.seed, "nthread": 1}
+        matrix = xgboost.DMatrix(data.unpack(rows)[0], label=residual)
+        self._online = (group, xgboost.train(params, matrix, num_boost_round=self.online_rounds))
+
+    def _online_residual(self, rows: np.ndarray) -> np.ndarray:
+        import xgboost
+
+        return self._online[1].predict(xgboost.DMatrix(data.unpack(rows)[0])).astype(np.float64)
 
     # ---- estimator hooks -------------------------------------------------------------------------------
     def _torch_threads(self):
@@ -408,6 +482,7 @@ class BiLSTMCostModel(LearnedCostModel):
         )
 
     def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
+        self._online = None  # it belongs to the network it was fitted against; update refits it
         with self._torch_threads():
             if self._base_state is None:
                 torch.manual_seed(self.seed)
@@ -561,7 +636,7 @@ class BiLSTMCostModel(LearnedCostModel):
         self._net = self._new_net()
         self._net.load_state_dict(state["net"])
         self._net.eval()
-        self._residual = None
+        self._residual, self._online = None, None
         if state["residual"] is not None:
             import xgboost
 
