@@ -54,8 +54,17 @@ WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 SIDECAR_FILE = "tenset_network.json"
 
-# MetaSchedule records a failed build or run as 1e10 s; no real measurement is this slow.
-_MAX_REAL_SECONDS = 1e9
+#: MetaSchedule records a failed build or run as 1e10 s; no real measurement is this slow (seconds).
+FAILED_RUN_SECONDS = 1e9
+
+
+def mean_run_seconds(run_secs) -> float:
+    """Mean of a record's or runner result's run times in seconds; ``inf`` when it was not measured or
+    failed (MetaSchedule's 1e10-second marker, or a non-positive time)."""
+    seconds = [float(s) for s in run_secs] if run_secs is not None else []
+    if seconds and all(math.isfinite(s) and 0.0 < s < FAILED_RUN_SECONDS for s in seconds):
+        return sum(seconds) / len(seconds)
+    return math.inf
 
 
 def find_databases(path: str | os.PathLike) -> list[Path]:
@@ -304,9 +313,9 @@ def _workload_key(task: DatabaseTask, record: ms.database.TuningRecord) -> str:
 def _measurement(run_secs) -> tuple[bool, str | None, list[float], float]:
     if run_secs is None or not len(run_secs):
         return False, "not_measured", [], math.nan
-    seconds = [float(s) for s in run_secs]
-    if all(math.isfinite(s) and 0.0 < s < _MAX_REAL_SECONDS for s in seconds):
-        return True, None, seconds, sum(seconds) / len(seconds)
+    mean = mean_run_seconds(run_secs)
+    if math.isfinite(mean):
+        return True, None, [float(s) for s in run_secs], mean
     return False, "measure_error", [], math.nan
 
 

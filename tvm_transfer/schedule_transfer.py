@@ -30,6 +30,7 @@ import tvm_ffi
 from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.cost_models import runner_seconds
 from tvm_transfer.measure import PersistentBuilder, local_runner
 
@@ -40,7 +41,6 @@ __all__ = ["TransferOutcome", "adapt_tile", "block_signature", "replay_trace", "
 # Outputs of a transferred schedule must match the default lowering within this relative tolerance
 # (float32 reductions in a different order differ by a few ulps times the reduction length).
 _RTOL = 1e-3
-_FAILED_RUN_SECONDS = 1e9
 
 
 @dataclass
@@ -208,7 +208,7 @@ def transfer_schedules(
     for task in tuned:
         mod = task.dispatched[0]
         top = list(database.get_top_k(database.commit_workload(mod), candidates))
-        top = [r for r in top if r.run_secs and float(r.run_secs[0]) < _FAILED_RUN_SECONDS]
+        top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
         if top:
             sources.append((task, block_signature(mod), task_flops(task), top))
     outcomes = []

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.cost_models import make_cost_model, runner_seconds
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
 from tvm_transfer.target import as_target
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from tvm_transfer.task_selection import TaskSelection
 
 log = logging.getLogger(__name__)
-
-# A failed build is stored by MetaSchedule with this run time (seconds).
-_FAILED_RUN_SECONDS = 1e9
 
 
 @dataclass
@@ -140,15 +138,13 @@ def _warm_start(cost_model: ms.CostModel, context: ms.TuneContext, records: Sequ
 
 
 def _runner_result(record: ms.database.TuningRecord) -> ms.runner.RunnerResult:
-    if record.run_secs and float(record.run_secs[0]) < _FAILED_RUN_SECONDS:
+    if np.isfinite(mean_run_seconds(record.run_secs)):
         return ms.runner.RunnerResult(run_secs=list(record.run_secs), error_msg=None)
     return ms.runner.RunnerResult(run_secs=None, error_msg="failed in an earlier run (stored as 1e10 s)")
 
 
 def _best_seconds(records: Sequence) -> float:
-    costs = [float(np.mean([float(s) for s in r.run_secs])) for r in records if r.run_secs]
-    costs = [c for c in costs if c < _FAILED_RUN_SECONDS]
-    return min(costs, default=float("inf"))
+    return min((mean_run_seconds(r.run_secs) for r in records), default=float("inf"))
 
 
 @dataclass

@@ -10,8 +10,8 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.features import LOWERED_FEATURE_NAMES
-from tvm_transfer.cost_models import load_cost_model, make_cost_model
-from tvm_transfer.cost_models.multilevel import INVALID_SCORE, MultiLevelCostModel, as_failure_aware
+from tvm_transfer.cost_models import load_cost_model, make_cost_model, runner_seconds
+from tvm_transfer.cost_models.multilevel import INVALID_SCORE, MultiLevelCostModel
 from tvm_transfer.measure import PersistentBuilder, local_runner
 from tvm_transfer.workloads import make_workload
 
@@ -32,8 +32,7 @@ def test_metaschedule_failure_costs_train_the_validity_head(target, matmul, tmp_
         _result(1e10) if bad and i % 2 else _result(None, "LocalRunner: Timeout") if bad else _result(1e-4)
         for i, bad in enumerate(slow)
     ]
-    assert as_failure_aware(_result(1e10)).error_msg and not as_failure_aware(_result(1e10)).run_secs
-    assert float(as_failure_aware(_result(1e-4)).run_secs[0]) == pytest.approx(1e-4)
+    assert np.isinf(runner_seconds(_result(1e10))) and runner_seconds(_result(1e-4)) == pytest.approx(1e-4)
     model.update(context, candidates, results)
     assert model.num_samples == 12
     assert np.isinf(np.asarray(model._costs)[slow]).all()  # the 1e10 records are failures, not slow runs

@@ -21,6 +21,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
+from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
 
 #: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
@@ -38,10 +39,9 @@ class CostModelFileError(ValueError):
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:
-    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed."""
-    if result.error_msg or not result.run_secs:
-        return float("inf")
-    return float(np.mean([float(s) for s in result.run_secs]))
+    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed, including results
+    rebuilt from database records, which carry MetaSchedule's 1e10-second failure marker."""
+    return float("inf") if result.error_msg else mean_run_seconds(result.run_secs)
 
 
 def normalised_throughput(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:

@@ -32,22 +32,6 @@ from tvm_transfer.ml2tuner.models import AdvancedModel, ValidityModel
 #: Score of candidates predicted invalid (valid predictions are normalised throughputs, around 0..1).
 INVALID_SCORE = -1.0
 
-#: Run times at or above this (seconds) are MetaSchedule's failure marker (the database stores failed
-#: candidates with ``run_secs = [1e10]``), not measurements.
-FAILED_RUN_SECONDS = 1e9
-
-
-def as_failure_aware(result: ms.runner.RunnerResult) -> ms.runner.RunnerResult:
-    """``result``, or an error result when its run times are MetaSchedule's 1e10-second failure marker.
-
-    Results rebuilt from database records (a resumed run, a replayed log) carry failures as 1e10 s; taken
-    as a measurement that is a valid, merely slow candidate, and the validity head would never see it.
-    """
-    secs = [float(s) for s in result.run_secs] if result.run_secs else []
-    if not result.error_msg and secs and max(secs) >= FAILED_RUN_SECONDS:
-        return ms.runner.RunnerResult(run_secs=None, error_msg="failed (stored as 1e10 s by MetaSchedule)")
-    return result
-
 
 @derived_object
 class MultiLevelCostModel(LearnedCostModel):
@@ -99,16 +83,6 @@ class MultiLevelCostModel(LearnedCostModel):
         # Distinct candidates (structural hashes) the search asked this model to score, and those it rejected.
         self.scored_keys: set[str] = set()
         self.rejected_keys: set[str] = set()
-
-    def update(
-        self,
-        context: ms.TuneContext,
-        candidates: list[ms.MeasureCandidate],
-        results: list[ms.runner.RunnerResult],
-    ) -> None:
-        """Add measured candidates; runner errors (timeouts, crashes) and 1e10-second records are the
-        failures the validity head learns from."""
-        super().update(context, candidates, [as_failure_aware(r) for r in results])
 
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
         """Predicted normalised throughput; ``INVALID_SCORE`` for candidates predicted to fail."""

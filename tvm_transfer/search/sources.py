@@ -15,19 +15,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
+from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SourceRecord", "load_sources", "task_descriptor"]
-
-# MetaSchedule stores a failed build with run time 1e10 s (anything this large is a failure).
-_FAILED_SECONDS = 1e9
 
 
 def task_descriptor(mod: tvm.IRModule, target: tvm.target.Target | None = None) -> dict[str, float]:
@@ -65,9 +62,7 @@ def _records_of_database(database: ms.database.Database) -> Iterable[SourceRecor
         task = ms.utils.shash2hex(mod)
         if task not in descriptors:
             descriptors[task] = task_descriptor(mod, record.target)
-        secs = [float(s) for s in record.run_secs] if record.run_secs else []
-        seconds = float(np.mean(secs)) if secs and max(secs) < _FAILED_SECONDS else math.inf
-        yield SourceRecord(record.trace, seconds, task, descriptors[task])
+        yield SourceRecord(record.trace, mean_run_seconds(record.run_secs), task, descriptors[task])
 
 
 def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None) -> list[SourceRecord]:
