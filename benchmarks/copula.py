@@ -49,6 +49,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from common import RESULTS, git_commit, machine_info, write_report
 
+from tenset_tools.metaschedule import mean_run_seconds
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.search.population import design_spaces
@@ -251,8 +252,7 @@ def curve_from_database(work_dir: Path) -> list[float]:
     latencies = []
     for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
         if line.strip():
-            secs = [float(s) for s in json.loads(line)[1][1]]
-            latencies.append(float(np.mean(secs)) if max(secs) < 1e9 else math.inf)
+            latencies.append(mean_run_seconds(json.loads(line)[1][1]))
     return latencies
 
 
