@@ -1,6 +1,7 @@
 """The high-level API and CLI on real (small) tuning runs."""
 
 import json
+import logging
 from dataclasses import replace
 
 import numpy as np
@@ -15,9 +16,12 @@ from tvm_transfer.tune import best_schedule, compile_network, tune_network, tune
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
     target, matmul, small_options, tmp_path
 ):
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    ms_logger.setLevel(logging.WARNING)
     first = tune_workload(
         matmul, tmp_path, target=target, options=replace(small_options, trials=8), reference=False
     )
+    assert ms_logger.level == logging.WARNING  # MetaSchedule's set-up leaves it at DEBUG; we restore it
     assert (first.new_trials, first.trials) == (8, 8)
     assert np.isfinite(first.best_seconds) and first.gflops > 0
     assert len(first.curve) == 8 and first.curve[-1] == pytest.approx(first.best_seconds, rel=1e-6)

@@ -13,7 +13,6 @@ on devices registered with a TVM RPC tracker under a device key (``ms.runner.RPC
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,15 +182,10 @@ def collect(
     builder = PersistentBuilder()
     bar = tqdm(total=sum(missing.values()), unit="measurement", desc="collect", disable=not progress)
     new = 0
-    # MetaSchedule sets its logger to DEBUG when it creates the loggers of a work dir, and later work dirs
-    # then print INFO to the console: give it back the caller's level before each pair.
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    level = ms_logger.level
     try:
         for job in jobs:
             if not missing[job]:
                 continue
-            ms_logger.setLevel(level)
             bar.set_description(f"collect {job.network} on {job.target.name}")
             runner = rpc_runner(*rpc) if rpc else local_runner(num_threads=job.target.num_cores)
             try:

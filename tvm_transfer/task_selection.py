@@ -184,7 +184,6 @@ def tune_selected(
     :class:`tvm_transfer.tune.NetworkTuneResult` whose ``status`` says per task ``tuned``,
     ``transferred-from-<task>`` or ``default``. Called by :func:`tvm_transfer.tune.tune_network`."""
     import dataclasses
-    import logging
     import time
     from pathlib import Path
 
@@ -203,6 +202,7 @@ def tune_selected(
         _num_threads,
         _records_of,
         _tune_contexts,
+        meta_schedule_log_level,
     )
 
     work_dir = Path(work_dir)
@@ -219,33 +219,29 @@ def tune_selected(
     shared = Measurement(builder=builder, runner=runner, progress_bar=bar)
     start = time.perf_counter()
     new_trials, profile = 0, {}
-    # MetaSchedule's logger set-up (run once per task here) gives its console handler the package logger's
-    # current level and then sets that logger to DEBUG: restore the caller's level before each set-up
-    # (else every later task prints MetaSchedule's per-batch tables) and on return.
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    console_level = ms_logger.level
     tune_seconds = transfer_seconds = 0.0
     outcomes = []
     try:
         for rank, (work, budget) in enumerate(zip(chosen, budgets, strict=True)):
-            ms_logger.setLevel(console_level)
-            contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                [extracted[work.index]], str(work_dir), strategy=_evolutionary(options),
-                num_threads=_num_threads(options), seed=options.seed + rank,
-            )  # fmt: skip
-            if not contexts:  # an already scheduled function: MetaSchedule skips it, so do we
-                continue
-            latencies, task_profile, _, _, _ = _tune_contexts(
-                list(contexts),
-                [work.weight],
-                work_dir,
-                model,
-                dataclasses.replace(options, trials=budget),
-                shared,
-            )
-            new_trials += len(latencies)
-            for key, seconds in task_profile.items():
-                profile[key] = profile.get(key, 0.0) + seconds
+            # MetaSchedule's logger set-up runs once per task here: each gets the caller's level.
+            with meta_schedule_log_level():
+                contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                    [extracted[work.index]], str(work_dir), strategy=_evolutionary(options),
+                    num_threads=_num_threads(options), seed=options.seed + rank,
+                )  # fmt: skip
+                if not contexts:  # an already scheduled function: MetaSchedule skips it, so do we
+                    continue
+                latencies, task_profile, _, _, _ = _tune_contexts(
+                    list(contexts),
+                    [work.weight],
+                    work_dir,
+                    model,
+                    dataclasses.replace(options, trials=budget),
+                    shared,
+                )
+                new_trials += len(latencies)
+                for key, seconds in task_profile.items():
+                    profile[key] = profile.get(key, 0.0) + seconds
         tune_seconds = time.perf_counter() - start
         database = _database(work_dir)
         records = [_records_of(database, task.dispatched[0]) for task in extracted]
@@ -258,7 +254,6 @@ def tune_selected(
             )  # fmt: skip
         transfer_seconds = time.perf_counter() - start - tune_seconds
     finally:
-        ms_logger.setLevel(console_level)
         if measure.builder is None:
             builder.shutdown()
         if measure.progress_bar is None:

@@ -7,9 +7,10 @@ the trials still missing (after re-training the cost model on the records alread
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,6 +122,21 @@ def _database(work_dir: Path) -> ms.database.JSONDatabase:
     return ms.database.JSONDatabase(work_dir=str(work_dir))
 
 
+@contextlib.contextmanager
+def meta_schedule_log_level() -> Iterator[None]:
+    """Keep MetaSchedule's package logger at the caller's level across a block (or a decorated call).
+
+    Each time MetaSchedule creates a work dir's loggers it gives their console handler the package logger's
+    current level and then sets the package logger to DEBUG; left so, every later set-up in the process
+    prints MetaSchedule's per-batch tables. Leaving the block restores the caller's level."""
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    level = logger.level
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.database.TuningRecord]:
     workload = database.commit_workload(mod)
     return [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
@@ -223,6 +239,7 @@ def _num_threads(options: TuneOptions) -> int | str:
     return options.num_threads or "physical"
 
 
+@meta_schedule_log_level()
 def tune_workload(
     workload: Workload,
     work_dir: str | Path,
@@ -327,6 +344,7 @@ def extract_network_tasks(name: str, target: tvm.target.Target) -> list:
     return list(ms.relax_integration.extract_tasks(fused_for_extraction(mod, target), target))
 
 
+@meta_schedule_log_level()
 def tune_network(
     name: str,
     work_dir: str | Path,
