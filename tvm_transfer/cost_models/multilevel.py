@@ -85,19 +85,29 @@ class MultiLevelCostModel(LearnedCostModel):
         self.rejected_keys: set[str] = set()
 
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
-        """Predicted normalised throughput; ``INVALID_SCORE`` for candidates predicted to fail."""
-        scores = super().predict(context, candidates)
-        keys = [shash2hex(c.sch.mod) for c in candidates]
+        """Predicted normalised throughput; ``INVALID_SCORE`` for candidates predicted to fail; uniform
+        random scores before any update."""
+        # One structural hash per candidate serves the counters and the lowered-feature cache.
+        keys = _structural_keys(candidates)
         self.scored_keys.update(keys)
+        if not self._fitted:
+            return self._rng.uniform(size=len(candidates))
+        scores = self.predict_features(self._features_of(context, candidates, keys))
         self.rejected_keys.update(k for k, s in zip(keys, scores, strict=True) if s == INVALID_SCORE)
         return scores
 
     def features(self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate]) -> np.ndarray:
         """Kernel (+ hardware) features, then LOWERED_FEATURE_NAMES and a "lowered ok" column."""
+        keys = _structural_keys(candidates) if self.use_lowered_features else []
+        return self._features_of(context, candidates, keys)
+
+    def _features_of(
+        self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate], keys: list[str]
+    ) -> np.ndarray:
+        """:meth:`features`, given the candidates' structural hashes (the lowered-feature cache's keys)."""
         base = super().features(context, candidates)
         if not self.use_lowered_features:
             return base
-        keys = [shash2hex(c.sch.mod) for c in candidates]
         todo = [i for i, k in enumerate(keys) if k not in self._lowered]
         if todo:
             rows, ok = candidate_lowered_features(context.target, [candidates[i] for i in todo])
@@ -137,3 +147,7 @@ class MultiLevelCostModel(LearnedCostModel):
         with zipfile.ZipFile(io.BytesIO(blob)) as archive:
             self._validity = ValidityModel.load(io.BytesIO(archive.read("validity.zip")))
             self._advanced = AdvancedModel.load(io.BytesIO(archive.read("advanced.zip")))
+
+
+def _structural_keys(candidates: Sequence[ms.MeasureCandidate]) -> list[str]:
+    return [shash2hex(c.sch.mod) for c in candidates]
