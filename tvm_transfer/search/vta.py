@@ -161,9 +161,11 @@ class VtaCopulaSampler:
         )
         return self
 
-    def _decoded(self, workload: Workload, hw: HwConfig, n: int, seed: int) -> list[Knobs]:
-        encoding = KnobEncoding(KnobSpace(workload, hw))
-        rows = self.copula_.sample(vta_descriptor(workload, hw), n, seed=seed).to_numpy()
+    def _decoded(
+        self, encoding: KnobEncoding, descriptor: dict[str, float], n: int, seed: int
+    ) -> list[Knobs]:
+        """``n`` copula draws conditioned on ``descriptor``, each snapped into ``encoding``'s space."""
+        rows = self.copula_.sample(descriptor, n, seed=seed).to_numpy()
         return [encoding.decode(row) for row in rows]
 
     def propose(self, workload: Workload, hw: HwConfig, count: int, seed: int = 0) -> list[Knobs]:
@@ -171,7 +173,7 @@ class VtaCopulaSampler:
         space = KnobSpace(workload, hw)
         encoding = KnobEncoding(space)
         descriptor = vta_descriptor(workload, hw)
-        decoded = self._decoded(workload, hw, max(count * self.draws, 64), seed)
+        decoded = self._decoded(encoding, descriptor, max(count * self.draws, 64), seed)
         names = list(space.names)
         centre = None
         if self.order in CENTRED_ORDERS:
@@ -194,9 +196,10 @@ class VtaCopulaSampler:
         self, workload: Workload, hw: HwConfig, success_bar: float = 0.5, seed: int = 0
     ) -> BudgetEstimate:
         """The paper's few-shot budget: |S| conditional draws, C unique after repair."""
-        size = len(KnobSpace(workload, hw))
-        unique = {tuple(k.values()) for k in self._decoded(workload, hw, size, seed)}
-        return estimate_budget(size, len(unique), success_bar=success_bar)
+        space = KnobSpace(workload, hw)
+        decoded = self._decoded(KnobEncoding(space), vta_descriptor(workload, hw), len(space), seed)
+        unique = {tuple(k.values()) for k in decoded}
+        return estimate_budget(len(space), len(unique), success_bar=success_bar)
 
 
 def _compiles(workload: Workload, knobs: Knobs, hw: HwConfig) -> bool:
