@@ -554,16 +554,13 @@ class ML2Tuner(_Tuner):
         """V on every known validity, P and A on every valid profile: the run's own, pooled with the
         prior's rows when there is a prior."""
         known, valid, kinds = self._validity_data()
-        prior, everything = self.prior, None
-        if prior is not None:
-            everything = np.ones(len(prior), dtype=bool)
-        x, w = self._pool(
-            self.measurer.visible(known), prior.visible if prior else None, len(known), everything
-        )
-        y = np.concatenate([valid, prior.valid]) if w is not None else valid
-        kinds = kinds + list(prior.error_kind) if w is not None else kinds
+        prior = self.prior
+        x, w = self.measurer.visible(known), None
+        if prior is not None:  # every prior row's validity is known
+            x, w = self._pool(x, prior.visible, len(known), np.ones(len(prior), dtype=bool))
+            valid, kinds = np.concatenate([valid, prior.valid]), kinds + list(prior.error_kind)
         v = ValidityModel(target_recall=self.target_recall, seed=self.seed + round_)
-        v.fit(x, y, kinds, sample_weight=w)
+        v.fit(x, valid, kinds, sample_weight=w)
         good = [i for i, e in self.profiled.items() if e.valid]
         if prior is None and not good:
             return v, None, None
