@@ -121,9 +121,21 @@ class LearnedCostModel(PyCostModel):
         """Add measured candidates (of one workload) and refit on everything seen so far."""
         if not candidates:
             return
-        costs = [runner_seconds(r) for r in results]
-        self._add(self.features(context, candidates), costs, [shash2hex(context.mod)] * len(candidates))
+        self._record(context, candidates, results)
         self.refit()
+
+    def _record(
+        self,
+        context: ms.TuneContext,
+        candidates: list[ms.MeasureCandidate],
+        results: list[ms.runner.RunnerResult],
+    ) -> str:
+        """Add measured candidates of one workload as rows (cost: mean seconds, ``inf`` if failed); returns
+        their group, the workload's structural hash."""
+        group = shash2hex(context.mod)
+        costs = [runner_seconds(r) for r in results]
+        self._add(self.features(context, candidates), costs, [group] * len(candidates))
+        return group
 
     def fit_features(
         self, features: np.ndarray, targets: Sequence[float], groups: Sequence

@@ -60,7 +60,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tvm_transfer.cost_models import bilstm_data as data
-from tvm_transfer.cost_models.base import LearnedCostModel, normalised_throughput, runner_seconds
+from tvm_transfer.cost_models.base import LearnedCostModel, normalised_throughput
 from tvm_transfer.features import TRACE_ROW_WIDTH, candidate_trace_json, encode_trace, hardware_features
 
 __all__ = ["FINE_TUNE_MODES", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
@@ -420,12 +420,9 @@ class BiLSTMCostModel(LearnedCostModel):
         measurements only) and the online residual on this workload's measurements."""
         if not candidates:
             return
-        group = shash2hex(context.mod)
+        group = self._record(context, candidates, results)
         if self.fine_tune_mode == "task":
             self._fine_tune_tasks = {group}
-        self._add(
-            self.features(context, candidates), [runner_seconds(r) for r in results], [group] * len(results)
-        )
         mine = self._groups[self._pretrain_rows :].count(group)
         if (
             not self._fitted
