@@ -244,13 +244,31 @@ class ConditionalCopula:
         correlation = model.correlation.loc[self.modelled_values_, self.modelled_values_].to_numpy()
         if not self.conditioned_columns_:
             return np.zeros(len(self.modelled_values_)), correlation
-        conditions = pd.Series(self._conditions(descriptor))
-        scores = model._transform_to_normal(conditions)[0]  # clipped to (eps, 1 - eps) before ppf
-        given = list(conditions.index)
+        conditions = self._conditions(descriptor)
+        given = list(conditions)
+        from copulas.utils import EPSILON
+
+        # The conditions' scores as copulas computes them when it samples.
+        scores = self._normal_scores(pd.DataFrame([conditions]), given, EPSILON)[0]
         s12 = model.correlation.loc[self.modelled_values_, given].to_numpy()
         s22 = model.correlation.loc[given, given].to_numpy()
         gain = s12 @ np.linalg.pinv(s22)
         return gain @ scores, correlation - gain @ s12.T
+
+    def _normal_scores(self, frame: pd.DataFrame, columns: Sequence[str], eps: float) -> np.ndarray:
+        """Normal scores (rows x ``columns``) of ``frame`` through the fitted marginals, each cdf clipped to
+        [eps, 1 - eps] before the standard normal's ppf."""
+        from scipy import stats
+
+        univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.column_stack(
+                [
+                    stats.norm.ppf(np.clip(univariates[c].cdf(frame[c].to_numpy(dtype=float)), eps, 1 - eps))
+                    for c in columns
+                ]
+            )
 
     def centre(self, descriptor: Mapping[str, float]) -> pd.DataFrame:
         """The conditional centre: one row of the value columns, each at its conditional median given
@@ -291,19 +309,9 @@ class ConditionalCopula:
             raise ValueError(f"values lack columns {missing}")
         if self.model_ is None or len(values) == 0:
             return np.zeros(len(values))
-        from scipy import stats
-
         mean, covariance = self._conditional_normal(descriptor)
-        univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
-        eps = 1e-6  # as copulas clips cdf values before the normal ppf
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            scores = np.column_stack(
-                [
-                    stats.norm.ppf(np.clip(univariates[c].cdf(values[c].to_numpy(dtype=float)), eps, 1 - eps))
-                    for c in self.modelled_values_
-                ]
-            )
+        # A looser clip than copulas' own: repaired values at the sources' range ends keep finite scores.
+        scores = self._normal_scores(values, self.modelled_values_, 1e-6)
         residual = scores - mean
         precision = np.linalg.pinv(covariance)
         return -0.5 * np.einsum("ij,jk,ik->i", residual, precision, residual)
