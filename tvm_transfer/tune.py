@@ -142,8 +142,9 @@ def _records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.da
     return [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
 
 
-def _warm_start(cost_model: ms.CostModel, context: ms.TuneContext, records: Sequence) -> None:
-    """Train the cost model on records measured by an earlier run, failed ones included as runner errors.
+def warm_start(cost_model: ms.CostModel, context: ms.TuneContext, records: Sequence) -> None:
+    """Train the cost model on records of ``context``'s task measured by an earlier run, failed ones
+    included as runner errors.
 
     The database stores build and run failures alike as 1e10 s; passing them on as errors lets a model
     with a validity head (``multilevel``) keep what it learnt before the interruption, and is what
@@ -198,7 +199,7 @@ def _tune_contexts(
         if done:
             log.info("resuming in %s: %d trials measured, %d to go", work_dir, done, remaining)
             for ctx, records in zip(contexts, previous, strict=True):
-                _warm_start(model, ctx, records)
+                warm_start(model, ctx, records)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), progress]
         builder = measure.builder or PersistentBuilder()
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):

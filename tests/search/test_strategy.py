@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 from ms_helpers import sample_candidates, tune_context
@@ -10,8 +11,15 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
+from tvm_transfer.cost_models.gbdt import XGBoostCostModel
 from tvm_transfer.measure import PersistentBuilder, local_runner
-from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources, trace_decisions
+from tvm_transfer.search import (
+    CopulaSearch,
+    TraceCopulaSampler,
+    load_sources,
+    pretrain_on_sources,
+    trace_decisions,
+)
 from tvm_transfer.workloads import make_workload
 
 
@@ -46,7 +54,12 @@ def source_dir(tmp_path_factory, target):
     return work_dir
 
 
-def _tune(target, strategy, trials, work_dir):
+def _inner_n_distance(decisions) -> float:
+    """How far a candidate is from the sources' rule (innermost N tile 16), in log2 steps."""
+    return abs(math.log2(decisions[1][-1]) - 4)
+
+
+def _tune(target, strategy, trials, work_dir, cost_model="random"):
     recorder = _Recorder()
     builder = PersistentBuilder()
     try:
@@ -59,7 +72,7 @@ def _tune(target, strategy, trials, work_dir):
             strategy=strategy,
             builder=builder,
             runner=local_runner(num_threads=2),
-            cost_model="random",
+            cost_model=cost_model,
             measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), recorder],
         )
     finally:
@@ -79,11 +92,41 @@ def test_first_measured_candidates_are_the_copula_samples(target, source_dir, tm
     assert all(d not in measured[:3] for d in measured[3:])  # evolution continues with new candidates
 
     # the copula learned the sources' preference (innermost N tile near 16) better than their average
-    def distance(decisions):
-        return abs(math.log2(decisions[1][-1]) - 4)
+    sources = [_inner_n_distance(trace_decisions(r.trace)) for r in records]
+    assert sum(_inner_n_distance(p.decisions) for p in proposals) / 3 < sum(sources) / len(sources)
 
-    sources = [distance(trace_decisions(r.trace)) for r in records]
-    assert sum(distance(p.decisions) for p in proposals) / 3 < sum(sources) / len(sources)
+
+def test_pretrain_on_sources_skips_corrupt_records_and_the_excluded_task(source_dir, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(source_dir, copy)
+    with open(copy / "database_tuning_record.json", "a") as records:
+        records.write("[0, {not json\n")
+    assert pretrain_on_sources(XGBoostCostModel(num_rounds=5), [copy]).num_samples == 24
+    assert "skipped corrupt record" in capsys.readouterr().err
+    source_task = make_workload("matmul", (64, 64, 64)).ir_module()
+    assert pretrain_on_sources(XGBoostCostModel(), [copy], exclude=source_task).num_samples == 0
+    with pytest.raises(FileNotFoundError, match="no MetaSchedule database"):
+        pretrain_on_sources(XGBoostCostModel(), [tmp_path / "missing"])
+
+
+def test_anchors_propose_the_best_source_tilings_first(target, source_dir):
+    records = load_sources([source_dir])
+    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
+    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    sampler = TraceCopulaSampler().fit(records)
+    proposals = sampler.propose(context.mod, target, spaces, postprocs, 6)
+    anchors = [
+        encoding.repair(row)
+        for encoding in sampler.encodings(context.mod, spaces, postprocs)
+        for row in sampler.copulas_[encoding.signature].kept_values_.to_numpy()
+    ]
+    is_anchor = [p.decisions in anchors for p in proposals]
+    assert len(anchors) >= 2 and is_anchor[0]
+    assert is_anchor == sorted(is_anchor, reverse=True)  # every anchor before any draw
+    # the kept sources are the fastest by the rule (innermost N tile near 16); repaired to N=128 they keep it
+    kept = [_inner_n_distance(p.decisions) for p, anchor in zip(proposals, is_anchor, strict=True) if anchor]
+    sources = [_inner_n_distance(trace_decisions(r.trace)) for r in records]
+    assert max(kept) < sum(sources) / len(sources), (kept, sources)
 
 
 def test_few_shot_measures_only_the_copula_samples(target, source_dir, tmp_path):

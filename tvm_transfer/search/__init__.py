@@ -12,7 +12,7 @@ from tvm_transfer.search.budget import BudgetEstimate, estimate_budget, success_
 from tvm_transfer.search.copula import ConditionalCopula, best_quantile
 from tvm_transfer.search.encoding import SpaceEncoding, trace_decisions, trace_signature
 from tvm_transfer.search.sampler import Proposal, TraceCopulaSampler
-from tvm_transfer.search.sources import SourceRecord, load_sources, task_descriptor
+from tvm_transfer.search.sources import SourceRecord, load_sources, pretrain_on_sources, task_descriptor
 from tvm_transfer.search.strategy import CopulaSearch
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "best_quantile",
     "estimate_budget",
     "load_sources",
+    "pretrain_on_sources",
     "success_probability",
     "task_descriptor",
     "trace_decisions",

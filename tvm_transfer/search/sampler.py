@@ -10,6 +10,7 @@ post-processing (:meth:`.encoding.SpaceEncoding.replay`).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -64,6 +65,11 @@ class TraceCopulaSampler:
         modes); ``"sample"``: first generated first (the paper's order).
     draws:
         Copula rows drawn per proposed candidate.
+    anchors:
+        Propose the configurations the copula was fitted on (each source task's best quantile), repaired to
+        the target's loop extents, before any draw; among themselves they go by conditional copula density.
+        Beyond the paper (``False`` is its setting): the draws combine the columns of different source
+        configurations, while a source's best tiling often stays good intact at a nearby shape.
     """
 
     def __init__(
@@ -72,9 +78,11 @@ class TraceCopulaSampler:
         distribution: str = "gaussian_kde",
         order: str = "density",
         draws: int = 8,
+        anchors: bool = True,
     ) -> None:
         check_order(order)
         self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
+        self.anchors = anchors
 
     def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
         if not records:
@@ -139,6 +147,18 @@ class TraceCopulaSampler:
                 out.append((encoding.signature, repr(decisions), decisions))
         return out
 
+    def _anchor_decisions(self, encodings: Sequence[SpaceEncoding]) -> list[tuple]:
+        """The copulas' kept source configurations repaired to each space, as (signature, key, decisions)."""
+        out: list[tuple] = []
+        for encoding in encodings:
+            kept = self.copulas_[encoding.signature].kept_values_
+            if list(kept.columns) != encoding.columns:
+                raise ValueError("source and target design spaces encode to different columns")
+            for row in kept.to_numpy():
+                decisions = encoding.repair(row)
+                out.append((encoding.signature, repr(decisions), decisions))
+        return out
+
     def propose(
         self,
         mod: tvm.IRModule,
@@ -156,8 +176,9 @@ class TraceCopulaSampler:
         by_signature = {e.signature: e for e in encodings}
         descriptor = task_descriptor(mod, target)
         drawn = self._draw(encodings, descriptor, max(count * self.draws, 64), seed)
+        anchors = self._anchor_decisions(encodings) if self.anchors else []
         unique: dict[tuple, list] = {}
-        for sig, key, decisions in drawn:
+        for sig, key, decisions in anchors + drawn:
             unique.setdefault((sig, key), decisions)
         centre = None
         if self.order in CENTRED_ORDERS:
@@ -181,9 +202,17 @@ class TraceCopulaSampler:
                     scores[i] = float(value)
             return scores
 
-        proposals: list[Proposal] = []
+        anchor_counts = Counter((sig, key) for sig, key, _ in anchors)
+        anchor_keys = list(anchor_counts)
+        by_density = sorted(zip(density(anchor_keys), anchor_keys, strict=True), key=lambda pair: -pair[0])
         keys = ((sig, key) for sig, key, _ in drawn)
-        for (sig, key), times in ranked(keys, self.order, centre, density):
+        sequence = [(key, anchor_counts[key]) for _, key in by_density] + [
+            (key, times)
+            for key, times in ranked(keys, self.order, centre, density)
+            if key not in anchor_counts
+        ]
+        proposals: list[Proposal] = []
+        for (sig, key), times in sequence:
             if len(proposals) >= count:
                 break
             schedule = by_signature[sig].replay(unique[(sig, key)])

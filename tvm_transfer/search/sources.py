@@ -5,6 +5,9 @@ itself, so any work dir works without knowing how it was made: ``log2`` of every
 function's tensor arguments (``a<i>_d<j>``; e.g. a matmul gives M, K, K, N, M, N; duplicates are dropped by
 the copula) and the target's hardware features (``hw_<name>``, :func:`tvm_transfer.target.hardware_features`).
 Tasks whose argument ranks differ cannot share columns; :func:`load_sources` keeps what matches a target.
+
+:func:`pretrain_on_sources` trains a cost model on the same work dirs, so that the evolution that follows
+the copula's first batch is guided by the sources from its first step (TenSet-style pretraining).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
-from tenset_tools.metaschedule import mean_run_seconds
+from tenset_tools.ansor.records import LoadStats
+from tenset_tools.metaschedule import iter_database_records, mean_run_seconds
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
+from tvm_transfer.tune import warm_start
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SourceRecord", "load_sources", "task_descriptor"]
+__all__ = ["SourceRecord", "load_sources", "pretrain_on_sources", "task_descriptor"]
 
 
 def task_descriptor(mod: tvm.IRModule, target: tvm.target.Target | None = None) -> dict[str, float]:
@@ -74,9 +79,37 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
     records: list[SourceRecord] = []
     skip = ms.utils.shash2hex(exclude) if exclude is not None else None
     for work_dir in work_dirs:
-        path = Path(work_dir)
-        if not (path / "database_tuning_record.json").exists():
-            raise FileNotFoundError(f"{path} holds no MetaSchedule database (database_tuning_record.json)")
-        database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+        database = ms.database.JSONDatabase(work_dir=str(_database_dir(work_dir)), allow_missing=False)
         records += [r for r in _records_of_database(database) if r.task != skip]
     return records
+
+
+def _database_dir(work_dir: str | Path) -> Path:
+    path = Path(work_dir)
+    if not (path / "database_tuning_record.json").exists():
+        raise FileNotFoundError(f"{path} holds no MetaSchedule database (database_tuning_record.json)")
+    return path
+
+
+def pretrain_on_sources(
+    cost_model: ms.CostModel, work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None
+) -> ms.CostModel:
+    """Train ``cost_model`` on every measured record of ``work_dirs``, each task under its own module and
+    target (failed records as runner errors, as a resumed run does), and return it.
+
+    Any MetaSchedule cost model works (ours or TVM's ``XGBModel``): it gets one ``update`` per task.
+    ``exclude`` leaves a task out, as in :func:`load_sources`. Corrupt lines are skipped with a warning
+    in the log; a directory without a database raises ``FileNotFoundError``.
+    """
+    skip = ms.utils.shash2hex(exclude) if exclude is not None else None
+    stats = LoadStats()
+    for work_dir in work_dirs:
+        tasks: dict[tuple[str, str], list[ms.database.TuningRecord]] = {}
+        for task, record, _trace, _line in iter_database_records(_database_dir(work_dir), stats):
+            key = (ms.utils.shash2hex(task.workload.mod), str(record.target))
+            if key[0] != skip:
+                tasks.setdefault(key, []).append(record)
+        for records in tasks.values():
+            context = ms.TuneContext(mod=records[0].workload.mod, target=records[0].target)
+            warm_start(cost_model, context, records)
+    return cost_model
