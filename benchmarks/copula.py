@@ -9,14 +9,15 @@ package default), each followed by random unseen settings once its proposals run
 (mean over ``--random-repeats`` orders). ``--vta-seeds`` picks the source seeds (which seeds were used to
 choose the default: docs/copula_search.md).
 
-Part 2, CPU (MetaSchedule, real measurements on this shared 2-core machine: timings are noisy): operators
-of one kind at several shapes. Each shape is tuned three ways with the same trial budget and batch size:
-default evolutionary search with TVM's XGBModel, random search (``ReplayTrace``) and copula-seeded
-evolution (XGBModel, the default ``TraceCopulaSampler``) whose sources are the *other* shapes' XGBModel and
-random runs (``--cpu-sources``; its first batch = the copula few-shot proposals, best guess first), plus
-8-trial few-shot runs of the paper's copula settings, of KDE / q 0.1 / density, and of a non-copula control
-(the other shapes' best records repaired to this shape). Best known = best over all runs of that shape in
-this benchmark.
+Part 2, CPU (MetaSchedule, real measurements on this 2-core machine: timings are noisy): operators of one
+kind at several shapes. Each shape is tuned with the same trial budget and batch size by: default
+evolutionary search with TVM's XGBModel, random search (``ReplayTrace``), copula-seeded evolution
+(``CopulaSearch`` with the default ``TraceCopulaSampler``, whose sources are the *other* shapes' XGBModel and
+random runs, ``--cpu-sources``; its first batch = the copula proposals, best guess first) under XGBModel and
+under an ``XGBoostCostModel`` pretrained on the same sources (``pretrain_on_sources``), and default evolution
+under that pretrained model (the control without a copula); plus 8-trial few-shot runs of the paper's copula
+settings, of the default sampler without anchors (draws only), and of a non-copula control (the other
+shapes' best records repaired to this shape). Qualities are re-timed (see ``retime``).
 
 Metrics per held-out task: quality of the first evaluation and of the best of the first 8
 (best known / latency; paper: 64.37% in the first evaluation, our goal > 80%), trials to reach within 10%

@@ -50,21 +50,22 @@ def _report(args: argparse.Namespace, result) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from tvm_transfer.search.cli import copula_strategy
+    from tvm_transfer.search.cli import copula_cost_model, copula_strategy
     from tvm_transfer.tune import tune_workload
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     work_dir = _work_dir(args, workload.name)
     print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
+    options = _options(args)
     result = tune_workload(
         workload,
         work_dir,
-        cost_model=args.cost_model,
+        cost_model=copula_cost_model(args, workload, options.seed),
         target=_target(args),
-        options=_options(args),
+        options=options,
         reference=not args.no_reference,
-        search_strategy=copula_strategy(args, workload, _options(args)),
+        search_strategy=copula_strategy(args, workload, options),
     )
     return _report(args, result)
 

@@ -118,7 +118,7 @@ def test_anchors_propose_the_best_source_tilings_first(target, source_dir):
     anchors = [
         encoding.repair(row)
         for encoding in sampler.encodings(context.mod, spaces, postprocs)
-        for row in sampler.copulas_[encoding.signature].kept_values_.to_numpy()
+        for row in sampler.copulas_[encoding.signature].kept_rows_[encoding.columns].to_numpy()
     ]
     is_anchor = [p.decisions in anchors for p in proposals]
     assert len(anchors) >= 2 and is_anchor[0]
@@ -146,3 +146,15 @@ def test_budget_command_and_errors(source_dir, capsys, tmp_path):
         load_sources([tmp_path])
     with pytest.raises(SystemExit, match="--few-shot needs --seed-from"):
         main(["tune", "matmul", "--shape", "8,8,8", "--few-shot", "--work-dir", str(tmp_path / "w")])
+    with pytest.raises(SystemExit, match="--pretrain-on-sources needs --seed-from"):
+        main(
+            ["tune", "matmul", "--shape", "8,8,8", "--pretrain-on-sources", "--work-dir", str(tmp_path / "w")]
+        )
+
+
+def test_cli_few_shot_tune_with_a_pretrained_cost_model(source_dir, tmp_path, capsys):
+    work_dir = tmp_path / "w"
+    assert main(["tune", "matmul", "--shape", "64,128,64", "--seed-from", str(source_dir),
+                 "--pretrain-on-sources", "--few-shot", "--trials", "2", "--work-dir", str(work_dir),
+                 "--no-reference", "--quiet"]) == 0  # fmt: skip
+    assert len(load_sources([work_dir])) == 2 and "matmul" in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""Command-line pieces of copula transfer: ``tune --seed-from`` options and the ``budget`` command.
+"""Command-line pieces of copula transfer: ``tune --seed-from`` options (the copula strategy and an optional
+cost model pretrained on the same runs) and the ``budget`` command.
 
 Registered by :mod:`tvm_transfer.cli` (kept here so the shared CLI module only gets two small hooks).
 """
@@ -41,6 +42,18 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "then most often generated; most often generated first; or sampling order (the paper)",
     )
     group.add_argument(
+        "--no-copula-anchors",
+        dest="copula_anchors",
+        action="store_false",
+        help="propose copula draws only (the paper); by default the sources' kept configurations, repaired "
+        "to this shape, come first",
+    )
+    group.add_argument(
+        "--pretrain-on-sources",
+        action="store_true",
+        help="train the cost model on every record of the --seed-from runs before tuning",
+    )
+    group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
     )
 
@@ -50,15 +63,36 @@ def _sampler(args: argparse.Namespace, exclude):
 
     records = load_sources(args.seed_from, exclude=exclude)
     return TraceCopulaSampler(
-        quantile=args.copula_quantile, distribution=args.copula_distribution, order=args.copula_order
+        quantile=args.copula_quantile,
+        distribution=args.copula_distribution,
+        order=args.copula_order,
+        anchors=getattr(args, "copula_anchors", True),
     ).fit(records)
+
+
+def _need_seed_from(args: argparse.Namespace, flag: str) -> None:
+    if not getattr(args, "seed_from", None):
+        raise SystemExit(f"error: {flag} needs --seed-from DIR [DIR ...]")
+
+
+def copula_cost_model(args: argparse.Namespace, workload, seed: int):
+    """``--cost-model`` by name, or with ``--pretrain-on-sources`` that model trained on the ``--seed-from``
+    runs (the target shape's own records left out)."""
+    if not getattr(args, "pretrain_on_sources", False):
+        return args.cost_model
+    _need_seed_from(args, "--pretrain-on-sources")
+    from tvm_transfer.cost_models import make_cost_model
+    from tvm_transfer.search import pretrain_on_sources
+
+    model = make_cost_model(args.cost_model, seed=seed)
+    return pretrain_on_sources(model, args.seed_from, exclude=workload.ir_module())
 
 
 def copula_strategy(args: argparse.Namespace, workload, options):
     """The ``CopulaSearch`` the ``tune`` options ask for, or ``None`` without ``--seed-from``."""
     if not getattr(args, "seed_from", None):
         if getattr(args, "few_shot", False):
-            raise SystemExit("error: --few-shot needs --seed-from DIR [DIR ...]")
+            _need_seed_from(args, "--few-shot")
         return None
     from tvm_transfer.search import CopulaSearch
 

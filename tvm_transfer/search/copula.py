@@ -163,7 +163,7 @@ class ConditionalCopula:
         self.value_columns_ = list(value_columns)
         self.n_rows_ = len(rows)
         self.n_tasks_ = rows[group].nunique()
-        self.kept_values_ = rows[list(value_columns)].astype(float).reset_index(drop=True)
+        self.kept_rows_ = rows.reset_index(drop=True)
         data = rows[[*descriptor_columns, *value_columns]].astype(float)
         # A constant column has no marginal to fit and a zero row in the correlation matrix: store its value.
         constant = [c for c in data if data[c].nunique() <= 1]
