@@ -48,9 +48,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from common import RESULTS, git_commit, machine_info, write_report
+from common import RESULTS, git_commit, machine_info, records_in_order, retime, write_report
 
-from tenset_tools.metaschedule import mean_run_seconds
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.cost_models.gbdt import XGBoostCostModel
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources, pretrain_on_sources
@@ -260,66 +259,28 @@ def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[in
 
 
 # ---------------------------------------------------------------------------------------------------- CPU
-def curve_from_database(work_dir: Path) -> list[float]:
-    """Per-trial latencies (seconds; inf = failed) in measurement order: the record file is append-only."""
-    latencies = []
-    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
-        if line.strip():
-            latencies.append(mean_run_seconds(json.loads(line)[1][1]))
-    return latencies
-
-
-def retime(task: str, work_dirs: dict[str, Path], target) -> dict:
-    """Re-time the candidates the quality figures rest on, so that one noisy measurement does not decide
-    them: each run's first record, its best of the first 8 (as the run measured them) and its 3 best.
-
-    Measured back to back on this machine, the same schedule of a 20-200 us matmul can time 2x apart
-    (the first timing of a batch, 2 threads on 2 vCPUs). So every distinct candidate is built once and timed
-    in ``RETIME_ROUNDS`` interleaved rounds; its latency is the median. Returns ``best_s`` (the best
-    re-timed latency) and per run ``first_retimed`` / ``best_of_8_retimed`` (best / re-timed latency).
-    """
+def retime_runs(task: str, work_dirs: dict[str, Path], target) -> dict:
+    """Re-time (:func:`common.retime`) the candidates the quality figures rest on: each run's first record,
+    its best of the first 8 (as the run measured them) and its 3 best. Returns ``best_s`` (the best re-timed
+    latency) and per run ``first_retimed`` / ``best_of_8_retimed`` (best / re-timed latency)."""
     from tvm.s_tir import meta_schedule as ms
-
-    from tenset_tools.ansor.records import LoadStats
-    from tenset_tools.metaschedule import iter_database_records
-    from tvm_transfer.cost_models import runner_seconds
-    from tvm_transfer.measure import PersistentBuilder, local_runner
 
     picks: dict[str, tuple[str, str]] = {}  # run -> (first, best of 8) candidate keys
     mods: dict[str, object] = {}
     for run, work_dir in work_dirs.items():
-        records = [r for _, r, _, _ in iter_database_records(work_dir, LoadStats())]
-        recorded = [mean_run_seconds(r.run_secs) for r in records]
-        chosen = {0, int(np.argmin(recorded[:8])), *(int(i) for i in np.argsort(recorded)[:3])}
+        records = records_in_order(work_dir)
+        recorded = [seconds for _, seconds in records]
+        best8 = int(np.argmin(recorded[:8]))
         keys = {}
-        for i in chosen:
-            mod = records[i].as_measure_candidate().sch.mod
-            keys[i] = ms.utils.shash2hex(mod)
-            mods.setdefault(keys[i], mod)
-        picks[run] = (keys[0], keys[int(np.argmin(recorded[:8]))])
-    order = list(mods)
-    builder = PersistentBuilder()
-    try:
-        built = builder.build([ms.builder.BuilderInput(mods[k], target) for k in order])
-    finally:
-        builder.shutdown()
-    runner = local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None)
-    timings = {k: [] for k in order}
-    for _ in range(RETIME_ROUNDS):
-        inputs = {
-            k: ms.runner.RunnerInput(
-                b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_entry_func(mods[k], True)
-            )
-            for k, b in zip(order, built, strict=True)
-            if b.error_msg is None
-        }
-        for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
-            timings[k].append(runner_seconds(future.result()))
-    median = {k: float(np.median(t)) if t else math.inf for k, t in timings.items()}
+        for i in {0, best8, *(int(i) for i in np.argsort(recorded)[:3])}:
+            keys[i] = ms.utils.shash2hex(records[i][0])
+            mods.setdefault(keys[i], records[i][0])
+        picks[run] = (keys[0], keys[best8])
+    cores = int(target.attrs.get("num-cores", 0)) or None
+    median = retime(mods, target, RETIME_ROUNDS, num_threads=cores)
     best = min(median.values())
     print(
-        f"CPU {task}: re-timed {len(order)} candidates x {RETIME_ROUNDS}, best {best * 1e6:.1f} us",
-        flush=True,
+        f"CPU {task}: re-timed {len(mods)} candidates x {RETIME_ROUNDS}, best {best * 1e6:.1f} us", flush=True
     )
     out: dict = {"best_s": best}
     for run, (first, best8) in picks.items():
@@ -358,7 +319,7 @@ def cpu_part(
             trials=trials, trials_per_iter=per_iter, population_size=population, seed=seed, progress=False
         )
         result = tune_workload(w, work_dir, target=target, options=opts, reference=False, **kwargs)
-        latencies[w.name][contender] = curve_from_database(work_dir)
+        latencies[w.name][contender] = [seconds for _, seconds in records_in_order(work_dir)]
         walls[w.name][contender] = result.tuning_seconds
         print(f"CPU {w.name} {contender}: best {result.best_seconds * 1e6:.1f} us, {result.new_trials} new "
               f"trials in {result.tuning_seconds:.0f} s", flush=True)  # fmt: skip
@@ -404,7 +365,7 @@ def cpu_part(
         for contender, curve in latencies[w.name].items():
             row[contender] = summary(curve, best)
         row["copula_evolutionary_xgb"]["budget"] = budgets[w.name]
-        retimed = retime(w.name, {c: out_dir / c / w.name for c in latencies[w.name]}, target)
+        retimed = retime_runs(w.name, {c: out_dir / c / w.name for c in latencies[w.name]}, target)
         row["best_retimed_s"] = retimed.pop("best_s")
         for contender, qualities in retimed.items():
             row[contender].update(qualities)
