@@ -431,7 +431,7 @@ def markdown(report: dict) -> str:
     machine = report["machine"]
     lines = [
         "# Gaussian-copula transfer tuning\n",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, shared with other jobs while this ran; commit "
+        f"Machine: {machine['cpu']}, {machine['cores']} cores; commit "
         f"{report['commit_short']}; seed {report['seed']}. Quality = best known latency / latency (1 = best "
         "known). Cells: first-evaluation quality / best-of-first-8 quality / trials until within 10% of the "
         "best known. Paper (GC, ICS'23): 64.37% of peak in the first evaluation; goal here > 80%.\n",

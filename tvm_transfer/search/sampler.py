@@ -54,8 +54,9 @@ class TraceCopulaSampler:
     quantile:
         Share of each source task's measured records kept (best first). The defaults (quantile 0.1,
         Gaussian-KDE marginals, ``"density"`` order) are the settings chosen on VTA (see
-        :class:`.vta.VtaCopulaSampler`); on CPU matmul they gave 48% first / 75% best-of-8 against 18% / 41%
-        for the paper's (quantile 0.3, truncated Gaussian, sampling order), ``docs/copula_search.md``.
+        :class:`.vta.VtaCopulaSampler`); on CPU their draws alone are about as good as the paper's
+        (quantile 0.3, truncated Gaussian, sampling order): 62% / 73% vs 60% / 54% of the best re-timed
+        latency in the first evaluation on matmul / conv2d (``docs/copula_search.md``).
     distribution:
         Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
     order:
@@ -70,8 +71,9 @@ class TraceCopulaSampler:
         the target's loop extents, before any draw: every source task's best first, nearest task (squared
         descriptor distance) first, then every task's second best, and so on. Beyond the paper (``False``
         is its setting): the draws combine columns of different source configurations, while a source's
-        best tiling often stays good intact at a nearby shape (CPU matmul: 91% of the best re-timed
-        latency in the first evaluation against 63-67% for the draws, ``docs/copula_search.md``).
+        best tiling often stays good intact at a nearby shape. First evaluation, of the best re-timed
+        latency: CPU matmul 88% with anchors vs 62% draws only; CPU conv2d 56% vs 73%, but 99% vs 86% by
+        the best of 8 (``docs/copula_search.md``).
     """
 
     def __init__(
