@@ -107,7 +107,7 @@ def test_failed_measurements_are_invalid(database, tmp_path):
     copy = _copy(database, tmp_path)
     path = copy / RECORD_FILE
     convert_databases(copy, tmp_path / "before.parquet")
-    # The tune itself may have failed a candidate (a run over the timeout on a loaded machine).
+    # The real tune may itself have failed a candidate (a CI run had one; its cause was not kept).
     failed_in_tune = len(read_dataset(tmp_path / "before.parquet").query("not valid"))
     index, entry = json.loads(path.read_text().splitlines()[0])
     entry[1] = [1e10]  # how MetaSchedule stores a failed build or run
