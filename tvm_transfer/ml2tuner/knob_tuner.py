@@ -454,14 +454,13 @@ class ML2Tuner(_Tuner):
             return min(self.initial_batch_size, self.batch_size - self.run.n_profiles)
         return self.batch_size
 
-    def _pool(
-        self, own: np.ndarray, prior: np.ndarray, own_rows: int, prior_rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Own rows stacked on the prior's selected rows, and the sample weights (None without a prior)."""
-        if self.prior is None or not prior_rows.any():
+    def _pool(self, own: np.ndarray, prior_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The run's own rows stacked on ``prior_rows`` (rows of the prior), and the sample weights; the own
+        rows and ``None`` when there are no prior rows."""
+        if prior_rows is None or not len(prior_rows):
             return own, None
-        weights = np.concatenate([np.full(own_rows, self.own_weight), np.ones(int(prior_rows.sum()))])
-        return np.concatenate([own, prior[prior_rows]]) if own_rows else prior[prior_rows], weights
+        weights = np.concatenate([np.full(len(own), self.own_weight), np.ones(len(prior_rows))])
+        return (np.concatenate([own, prior_rows]) if len(own) else prior_rows), weights
 
     def _compile(self, indices: list[int], round_: int) -> list[int]:
         """Compile the not yet compiled ones; returns those that compiled."""
@@ -557,7 +556,7 @@ class ML2Tuner(_Tuner):
         prior = self.prior
         x, w = self.measurer.visible(known), None
         if prior is not None:  # every prior row's validity is known
-            x, w = self._pool(x, prior.visible, len(known), np.ones(len(prior), dtype=bool))
+            x, w = self._pool(x, prior.visible)
             valid, kinds = np.concatenate([valid, prior.valid]), kinds + list(prior.error_kind)
         v = ValidityModel(target_recall=self.target_recall, seed=self.seed + round_)
         v.fit(x, valid, kinds, sample_weight=w)
@@ -575,9 +574,10 @@ class ML2Tuner(_Tuner):
                 target = np.concatenate([target, prior.throughput[prior.valid]])
         visible = self.measurer.visible(good) if good else np.zeros((0, len(VISIBLE_FEATURE_NAMES)))
         hidden = self._hidden(good) if good else np.zeros((0, len(VISIBLE_FEATURE_NAMES) + _N_HIDDEN))
-        prior_hidden = np.hstack([prior.visible, prior.hidden]) if prior is not None else None
-        xp, wp = self._pool(visible, prior.visible if prior else None, len(good), _valid_rows(prior))
-        xa, _ = self._pool(hidden, prior_hidden, len(good), _valid_rows(prior))
+        prior_visible = prior.visible[prior.valid] if prior is not None else None
+        prior_hidden = np.hstack([prior.visible, prior.hidden])[prior.valid] if prior is not None else None
+        xp, wp = self._pool(visible, prior_visible)
+        xa, _ = self._pool(hidden, prior_hidden)
         options, groups = {}, None
         if self.target == "rank":
             options = {"objective": "rank:pairwise"}
@@ -599,7 +599,7 @@ class ML2Tuner(_Tuner):
             # Prior rows that compiled: their run-time validity is known and their hidden features too.
             compiled = np.isfinite(self.prior.hidden).all(axis=1)
             prior_hidden = np.hstack([self.prior.visible, self.prior.hidden])
-            own, w = self._pool(own, prior_hidden, len(rows), compiled)
+            own, w = self._pool(own, prior_hidden[compiled])
             if w is not None:
                 labels = np.concatenate([labels, self.prior.valid[compiled]])
         if labels.all() or not labels.any():
@@ -607,10 +607,6 @@ class ML2Tuner(_Tuner):
         vh = ValidityModel(target_recall=self.target_recall, seed=self.seed + 7)
         vh.fit(own, labels, sample_weight=w)
         return vh.predict(self._hidden(candidates))
-
-
-def _valid_rows(prior: TransferPrior | None) -> np.ndarray:
-    return prior.valid if prior is not None else np.zeros(0, dtype=bool)
 
 
 def make_tuner(method: str, **options) -> _Tuner:
