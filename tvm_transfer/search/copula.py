@@ -256,12 +256,16 @@ class ConditionalCopula:
         gain = s12 @ np.linalg.pinv(s22)
         return gain @ scores, correlation - gain @ s12.T
 
+    def _marginals(self) -> dict:
+        """The fitted copula's marginal distribution of each modelled column, by column name."""
+        return dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+
     def _normal_scores(self, frame: pd.DataFrame, columns: Sequence[str], eps: float) -> np.ndarray:
         """Normal scores (rows x ``columns``) of ``frame`` through the fitted marginals, each cdf clipped to
         [eps, 1 - eps] before the standard normal's ppf."""
         from scipy import stats
 
-        univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+        univariates = self._marginals()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.column_stack(
@@ -284,7 +288,7 @@ class ConditionalCopula:
             from scipy import stats
 
             mean, _ = self._conditional_normal(descriptor)
-            univariates = dict(zip(self.model_.columns, self.model_.univariates, strict=True))
+            univariates = self._marginals()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for c, z in zip(self.modelled_values_, mean, strict=True):

@@ -23,7 +23,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from tenset_tools.ansor.records import LoadStats
-from tenset_tools.metaschedule import iter_database_records, mean_run_seconds
+from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, mean_run_seconds
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
 from tvm_transfer.tune import warm_start
 
@@ -86,8 +86,8 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
 
 def _database_dir(work_dir: str | Path) -> Path:
     path = Path(work_dir)
-    if not (path / "database_tuning_record.json").exists():
-        raise FileNotFoundError(f"{path} holds no MetaSchedule database (database_tuning_record.json)")
+    if not (path / RECORD_FILE).exists():
+        raise FileNotFoundError(f"{path} holds no MetaSchedule database ({RECORD_FILE})")
     return path
 
 
