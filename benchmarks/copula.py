@@ -94,14 +94,14 @@ VTA_VARIANTS = {
     "copula_default": {},
 }
 BUDGET_VARIANTS = ("copula_paper", "copula_default")
-# CPU contenders. "copula_evolutionary_xgb": the package default TraceCopulaSampler() (paper quantile and
-# marginals, "density" order) seeding evolutionary search with XGBModel; its first batch of 8 is the copula
-# few-shot proposals. 8-trial few-shot runs: the paper's settings in the paper's (sampling) order, the VTA
-# default (KDE, q 0.1, density order), and a non-copula transfer control ("source_best_fewshot": the other
-# shapes' best records repaired to this shape, nearest source shape first, rank by rank).
-# Beyond the paper: "copula_evolutionary_pretrained" evolves after the default copula batch under an
-# XGBoostCostModel pretrained on the same source runs (pretrain_on_sources); "evolutionary_pretrained" is its
-# control without the copula. "copula_draws_fewshot" is the default sampler without anchors (draws only).
+# CPU contenders. "copula_evolutionary_xgb": the package default TraceCopulaSampler() (anchors, then KDE
+# q 0.1 draws in "density" order) seeding evolutionary search with XGBModel; its first batch of 8 is the
+# copula proposals. 8-trial few-shot runs: the paper's settings in the paper's (sampling) order without
+# anchors, the default sampler without anchors ("copula_draws_fewshot": draws only), and a non-copula
+# transfer control ("source_best_fewshot": the other shapes' best records repaired to this shape, nearest
+# source shape first, rank by rank). Beyond the paper: "copula_evolutionary_pretrained" evolves after the
+# default copula batch under an XGBoostCostModel pretrained on the same source runs (pretrain_on_sources);
+# "evolutionary_pretrained" is its control without the copula.
 CPU_CONTENDERS = (
     "copula_evolutionary_pretrained",
     "evolutionary_pretrained",
