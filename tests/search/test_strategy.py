@@ -158,3 +158,19 @@ def test_cli_few_shot_tune_with_a_pretrained_cost_model(source_dir, tmp_path, ca
                  "--pretrain-on-sources", "--few-shot", "--trials", "2", "--work-dir", str(work_dir),
                  "--no-reference", "--quiet"]) == 0  # fmt: skip
     assert len(load_sources([work_dir])) == 2 and "matmul" in capsys.readouterr().out
+
+
+def test_rank_pool_measures_the_copula_candidates_in_the_cost_models_order(target, source_dir, tmp_path):
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
+    model = pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir])
+    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
+    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    pool = sampler.propose(context.mod, target, spaces, postprocs, 8, seed=0)
+    scores = model.predict(context, [ms.MeasureCandidate(p.schedule, None) for p in pool])
+    expected = [pool[i].decisions for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
+    assert expected != [p.decisions for p in pool]  # the model disagrees with the copula's order
+
+    strategy = CopulaSearch(sampler, num_seeds=2, few_shot=True, rank_pool=8)
+    assert _tune(target, strategy, 8, tmp_path, cost_model=model) == expected
+    with pytest.raises(ValueError, match="rank_pool must be >= 0"):
+        CopulaSearch(sampler, rank_pool=-1)

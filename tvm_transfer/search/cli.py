@@ -51,7 +51,8 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--pretrain-on-sources",
         action="store_true",
-        help="train the cost model on every record of the --seed-from runs before tuning",
+        help="train the cost model on every record of the --seed-from runs before tuning, and measure the "
+        "copula's first batch in that model's order",
     )
     group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
@@ -101,6 +102,7 @@ def copula_strategy(args: argparse.Namespace, workload, options):
         sampler,
         few_shot=args.few_shot,
         seed=options.seed,
+        rank_pool=options.trials_per_iter if getattr(args, "pretrain_on_sources", False) else 0,
         population_size=options.population_size,
         init_min_unmeasured=min(50, options.population_size // 2),
     )

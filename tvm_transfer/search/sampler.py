@@ -54,9 +54,9 @@ class TraceCopulaSampler:
     quantile:
         Share of each source task's measured records kept (best first). The defaults (quantile 0.1,
         Gaussian-KDE marginals, ``"density"`` order) are the settings chosen on VTA (see
-        :class:`.vta.VtaCopulaSampler`); on CPU their draws alone are about as good as the paper's
-        (quantile 0.3, truncated Gaussian, sampling order): 62% / 73% vs 60% / 54% of the best re-timed
-        latency in the first evaluation on matmul / conv2d (``docs/copula_search.md``).
+        :class:`.vta.VtaCopulaSampler`); on CPU their draws alone beat the paper's (quantile 0.3,
+        truncated Gaussian, sampling order): 62-90% vs 46-62% of the best re-timed latency in the first
+        evaluation on matmul, 61-75% vs 39-52% on conv2d (seeds 4-6, ``docs/copula_search.md``).
     distribution:
         Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
     order:
@@ -72,8 +72,9 @@ class TraceCopulaSampler:
         descriptor distance) first, then every task's second best, and so on. Beyond the paper (``False``
         is its setting): the draws combine columns of different source configurations, while a source's
         best tiling often stays good intact at a nearby shape. First evaluation, of the best re-timed
-        latency: CPU matmul 88% with anchors vs 62% draws only; CPU conv2d 56% vs 73%, but 99% vs 86% by
-        the best of 8 (``docs/copula_search.md``).
+        latency: CPU matmul 86-96% with anchors vs 62-90% draws only; CPU conv2d 61-80% vs 60-75%; with
+        the anchors measured in a pretrained model's order (:class:`.strategy.CopulaSearch` ``rank_pool``)
+        88-94% and 84-96% (``docs/copula_search.md``).
     """
 
     def __init__(

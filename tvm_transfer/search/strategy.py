@@ -5,7 +5,9 @@
 :class:`.sampler.TraceCopulaSampler` for distinct, validated candidates of the task; the first batch
 measures them (best guess first); later batches evolve a population made of those seeds, the best
 records of the database and fresh random samples, under whatever cost model the tuner uses.
-``few_shot=True`` measures only the copula candidates, in order, and stops when they run out.
+``few_shot=True`` measures only the copula candidates, in order, and stops when they run out. With
+``rank_pool`` the tuner's cost model (e.g. one pretrained on the sources by
+:func:`.sources.pretrain_on_sources`) re-orders the copula's first candidates before any is measured.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class CopulaSearch(PySearchStrategy):
     proposal_log:
         A list that receives every proposal made (shared with clones: ``tune_tir`` tunes a clone, so this
         is how a caller sees which candidates came from the copula).
+    rank_pool:
+        Ask the copula for at least this many candidates and measure its first ``rank_pool`` in the order
+        of the tuner's cost model (best predicted first) instead of the copula's. 0 (default): the copula's
+        order. Only useful with a model that already knows the operator (pretrained on the sources): an
+        untrained one orders at random. On CPU the pretrained model's pick among the sources' best
+        configurations was a better first evaluation than the nearest source's (``docs/copula_search.md``).
     evo_kwargs:
         ``EvolutionarySearch`` arguments (``population_size``, ``init_min_unmeasured``, ...).
     """
@@ -58,10 +66,13 @@ class CopulaSearch(PySearchStrategy):
         few_shot: bool = False,
         seed: int = 0,
         proposal_log: list[Proposal] | None = None,
+        rank_pool: int = 0,
         **evo_kwargs,
     ) -> None:
+        if rank_pool < 0:
+            raise ValueError(f"rank_pool must be >= 0, got {rank_pool}")
         self.sampler, self.num_seeds, self.few_shot, self.seed = sampler, num_seeds, few_shot, seed
-        self.proposal_log = proposal_log
+        self.proposal_log, self.rank_pool = proposal_log, rank_pool
         self.evo_kwargs = evo_kwargs
         self.inner = EvolutionarySearch(**evo_kwargs)
         self.proposals: list[Proposal] = []
@@ -77,14 +88,27 @@ class CopulaSearch(PySearchStrategy):
         self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
         self.trials, self.next_seed = 0, 0
         self.measured: set[int] = set()
-        count = self.num_seeds or (self.max_trials if self.few_shot else self.per_iter)
+        count = max(self.num_seeds or (self.max_trials if self.few_shot else self.per_iter), self.rank_pool)
         ctx = self.context
         self.proposals = self.sampler.propose(
             ctx.mod, ctx.target, list(design_spaces), list(ctx.space_generator.postprocs), count, self.seed
         )
         log.info("copula proposed %d valid candidates (asked %d)", len(self.proposals), count)
+        if self.rank_pool:
+            self.proposals = self._ranked(self.proposals, cost_model)
         if self.proposal_log is not None:
             self.proposal_log.extend(self.proposals)
+
+    def _ranked(self, proposals: list[Proposal], cost_model) -> list[Proposal]:
+        """The first ``rank_pool`` proposals by the cost model's predicted score (best first, ties in the
+        copula's order), then the rest in the copula's order."""
+        if cost_model is None:
+            log.warning("rank_pool is set but the tuner passed no cost model: keeping the copula's order")
+            return proposals
+        pool, rest = proposals[: self.rank_pool], proposals[self.rank_pool :]
+        scores = cost_model.predict(self.context, [_candidate(p.schedule) for p in pool])
+        order = sorted(range(len(pool)), key=lambda i: -float(scores[i]))
+        return [pool[i] for i in order] + rest
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
@@ -147,5 +171,11 @@ class CopulaSearch(PySearchStrategy):
 
     def clone(self) -> CopulaSearch:
         return CopulaSearch(
-            self.sampler, self.num_seeds, self.few_shot, self.seed, self.proposal_log, **self.evo_kwargs
+            self.sampler,
+            self.num_seeds,
+            self.few_shot,
+            self.seed,
+            self.proposal_log,
+            self.rank_pool,
+            **self.evo_kwargs,
         )
