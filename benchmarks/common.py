@@ -64,8 +64,8 @@ def retime(
     back), so a benchmark that ranks candidates by the tuner's single timing ranks noise. The noise comes in
     bursts that slow every program timed during them, up to 2-3x, with two threads on the two cores (a
     stalled thread holds up the other at every barrier); single-threaded timings vary by about 15%. It only
-    ever slows a program down, so the minimum over rounds estimates the undisturbed latency; the median of
-    3 rounds still took a burst for the truth on about one module in ten. Every module is built once and
+    ever slows a program down, so the minimum over rounds estimates the undisturbed latency (see
+    :data:`RETIME_ROUNDS` for how much steadier it is than the median). Every module is built once and
     timed in ``rounds`` interleaved rounds (each round times every module once, with the tuner's evaluator
     settings). ``num_threads``: as for :func:`tvm_transfer.measure.local_runner` (the tuning run's setting).
     """

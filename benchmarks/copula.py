@@ -334,18 +334,11 @@ def cpu_part(
         sources = [out_dir / c / o.name for c in source_runs for o in workloads if o.name != w.name]
         records = load_sources(sources, exclude=w.ir_module())
         sampler = TraceCopulaSampler().fit(records)
-        strategy = CopulaSearch(
-            sampler, population_size=population, init_min_unmeasured=min(50, population // 2), seed=seed
-        )
+        evolution = {"population_size": population, "init_min_unmeasured": min(50, population // 2)}
+        strategy = CopulaSearch(sampler, seed=seed, **evolution)
         run(w, "copula_evolutionary_xgb", cost_model="tvm-xgb", search_strategy=strategy)
         # The same copula candidates; the first batch in the pretrained model's order (rank_pool).
-        ranked = CopulaSearch(
-            sampler,
-            rank_pool=per_iter,
-            population_size=population,
-            init_min_unmeasured=min(50, population // 2),
-            seed=seed,
-        )
+        ranked = CopulaSearch(sampler, seed=seed, rank_pool=per_iter, **evolution)
         run(w, "copula_evolutionary_pretrained", cost_model=pretrained(sources), search_strategy=ranked)
         run(w, "evolutionary_pretrained", cost_model=pretrained(sources))
         few_shot = {n: TraceCopulaSampler(**kw).fit(records) for n, kw in FEW_SHOT_SAMPLERS.items()}
