@@ -11,7 +11,14 @@ Setup (one run, same tasks, seeds and search settings for every contender):
   the run's measurements (``make_cost_model("bilstm", pretrained=..., fine_tune_mode=...)``);
 - **tvm-xgb-nowarmup**: TVM's ``XGBModel`` from scratch, trained from the first measured batch on (TVM's
   default waits for 100 measurements, i.e. is random search for the whole 64-trial budget);
-- **tvm-random**: TVM's ``RandomModel``.
+- **tvm-random**: TVM's ``RandomModel``;
+- with ``--seed-from`` (MetaSchedule work dirs of other networks, e.g. ``collect``'s): **bilstm+anchors**,
+  the same transferred BiLSTM, its search seeded by copula anchors (``TraceCopulaSampler`` fitted on those
+  runs: the best schedules of the source tasks whose design space matches, repaired to this task's
+  extents, then copula draws); the BiLSTM chooses the first batch among the first ``--rank-pool`` of them
+  (``CopulaSearch(rank_pool=...)``) and the rest join the evolution's population. And
+  **bilstm+anchors-copula-order**, the control: the first batch in the copula's order (nearest task's
+  best first), then the same evolution under the BiLSTM.
 
 Each task is tuned with ``ms.tune_tir`` (evolutionary search, population ``--population``, batches of 8)
 for ``--trials`` trials; the curve is the running best latency in measurement order. Every seed of
@@ -25,9 +32,14 @@ task built once and timed in 8 interleaved rounds, fastest); the goal is judged 
 and the ratios as the runs measured them are reported beside them. Goal (issue 5, after Verma et al.):
 the BiLSTM reaches XGBoost's 64-trial latency within 16 trials.
 
-Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1]`` (quick: 2 tasks, 16 trials, few
-epochs). Writes ``benchmarks/results/bilstm_tuning.*``. Takes ~(seeds x tasks x 3 x trials x 1-2 s) on
-the shared 2-core machine.
+Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1] [--extra-dataset F ...]
+[--seed-from DIR ...]`` (quick: 2 tasks, 16 trials, few epochs). The run of ``bilstm_tuning.md``::
+
+    python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
+        --extra-dataset results/bilstm_collected_more.parquet --seed-from results/bilstm_collected_more
+
+Writes ``benchmarks/results/bilstm_tuning.*``. Takes ~(seeds x tasks x contenders x trials x 1-2 s) on
+the 2-core machine.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -48,15 +61,20 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
+from tenset_tools.metaschedule import find_databases, read_sidecar
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.cost_models import make_cost_model
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
+from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
 from tvm_transfer.tune import extract_network_tasks
 
 CHECKPOINTS = (8, 16, 32, 64)
-CONTENDERS = ("bilstm", "tvm-xgb-nowarmup", "tvm-random")
+BASELINES = ("tvm-xgb-nowarmup", "tvm-random")
+#: With ``--seed-from``: the BiLSTM's search starts from the source tasks' best schedules (copula anchors),
+#: the first batch chosen by the BiLSTM from ``--rank-pool`` of them, or measured in the copula's order.
+ANCHORED = {"bilstm+anchors": True, "bilstm+anchors-copula-order": False}
 
 
 def _task_flops(task) -> float:
@@ -93,10 +111,33 @@ def _transfer_model(frame: pd.DataFrame, network: str, host: str, args, path: Pa
     }
 
 
-def _tune(task, contender: str, model_file: Path, target, args) -> list[tuple]:
+def _anchor_sampler(roots: list[Path], network: str) -> TraceCopulaSampler | None:
+    """A copula sampler fitted on the work dirs under ``roots`` that are not ``network``'s own (by their
+    collect sidecar); None without roots."""
+    if not roots:
+        return None
+    dirs = [d for root in roots for d in find_databases(root) if read_sidecar(d)[0] != network]
+    if not dirs:
+        raise ValueError(f"no MetaSchedule work dir of a network other than {network} under {roots}")
+    sources = load_sources(dirs)
+    print(f"anchors: {len(sources)} source records from {len(dirs)} work dirs", flush=True)
+    return TraceCopulaSampler().fit(sources)
+
+
+def _strategy(contender: str, sampler: TraceCopulaSampler | None, args):
+    """The search strategy of a contender: MetaSchedule's evolutionary search, for the anchored ones
+    seeded with the copula sampler's proposals (:class:`CopulaSearch`)."""
+    evolution = {"population_size": args.population, "init_min_unmeasured": min(50, args.population // 2)}
+    if contender not in ANCHORED:
+        return ms.search_strategy.EvolutionarySearch(**evolution)
+    rank_pool = args.rank_pool if ANCHORED[contender] else 0
+    return CopulaSearch(sampler, seed=args.seed, rank_pool=rank_pool, **evolution)
+
+
+def _tune(task, contender: str, model_file: Path, sampler, target, args) -> list[tuple]:
     """``(schedule module, seconds)`` of every candidate one tuning run of ``task`` with ``contender``
     measured, in measurement order."""
-    if contender == "bilstm":
+    if contender.startswith("bilstm"):
         extra = {} if args.online_rounds is None else {"online_rounds": args.online_rounds}
         cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode, **extra)
     else:
@@ -111,21 +152,19 @@ def _tune(task, contender: str, model_file: Path, target, args) -> list[tuple]:
             builder=PersistentBuilder(),
             runner=local_runner(),
             cost_model=cost_model,
-            strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=args.population, init_min_unmeasured=min(50, args.population // 2)
-            ),
+            strategy=_strategy(contender, sampler, args),
             seed=args.seed,
         )
         return records_in_order(Path(work_dir))
 
 
-def _tune_task(task, index: int, model_file: Path, target, args) -> dict:
+def _tune_task(task, index: int, model_file: Path, sampler, target, args) -> dict:
     """One task, every contender (order rotated by task and seed, so no contender always runs first)."""
-    shift = (index + args.seed) % len(CONTENDERS)
+    shift = (index + args.seed) % len(args.contenders)
     curves, runs = {}, {}
-    for contender in CONTENDERS[shift:] + CONTENDERS[:shift]:
+    for contender in args.contenders[shift:] + args.contenders[:shift]:
         begin = time.perf_counter()
-        runs[contender] = _tune(task, contender, model_file, target, args)
+        runs[contender] = _tune(task, contender, model_file, sampler, target, args)
         latencies = [seconds for _, seconds in runs[contender]]
         curves[contender] = list(running_best(latencies))
         print(f"seed {args.seed} {task.task_name} {contender}: best {min(latencies) * 1e6:.1f} us "
@@ -163,7 +202,7 @@ def _retime_checkpoints(runs: dict[str, list[tuple]], target, args) -> dict[str,
     return {c: {str(n): latency[picks[c, n]] / reference for n in checkpoints} for c in runs}
 
 
-def _geomean(rows: list[dict], checkpoints: list[int], retimed: bool = False) -> dict:
+def _geomean(rows: list[dict], checkpoints: list[int], contenders: list[str], retimed: bool = False) -> dict:
     """Geometric mean ratio per contender and checkpoint (``retimed``: of the re-timed ratios)."""
 
     def ratio(row: dict, contender: str, n: int) -> float:
@@ -171,7 +210,7 @@ def _geomean(rows: list[dict], checkpoints: list[int], retimed: bool = False) ->
 
     return {
         c: {str(n): float(np.exp(np.mean([np.log(ratio(r, c, n)) for r in rows]))) for n in checkpoints}
-        for c in CONTENDERS
+        for c in contenders
     }
 
 
@@ -181,6 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--network", default="mobilenet_v2_block")
     parser.add_argument("--dataset", type=Path, default=SHIPPED_DATASET)
     parser.add_argument("--extra-dataset", type=Path, action="append", default=[])
+    parser.add_argument(
+        "--seed-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="MetaSchedule work dirs (or trees of them, e.g. a collect --work-dir) of other networks: adds "
+        f"the contenders {', '.join(ANCHORED)} (work dirs of --network itself are left out)",
+    )
+    parser.add_argument(
+        "--rank-pool", type=int, default=32, help="copula candidates the BiLSTM picks the first batch from"
+    )
     parser.add_argument("--tasks", type=int, default=None, help="largest tasks to tune (default 3; quick 2)")
     parser.add_argument("--trials", type=int, default=None, help="default 64 (quick 16)")
     parser.add_argument("--population", type=int, default=128)
@@ -201,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     target = host_target()
     host = target_id(target)
     frame = pd.concat([read_dataset(p) for p in [args.dataset, *args.extra_dataset]], ignore_index=True)
+    sampler = _anchor_sampler(args.seed_from, args.network)
+    args.contenders = ["bilstm", *(ANCHORED if sampler else ()), *BASELINES]
     start = time.perf_counter()
     tasks = [t for t in extract_network_tasks(args.network, target) if _task_flops(t) > 0]
     tasks.sort(key=lambda t: -_task_flops(t) * float(t.weight))
@@ -218,16 +270,18 @@ def main(argv: list[str] | None = None) -> int:
         for index, task in enumerate(tasks):
             for seed in args.seeds:
                 args.seed = seed
-                rows.append(_tune_task(task, index, model_files[seed], target, args))
+                rows.append(_tune_task(task, index, model_files[seed], sampler, target, args))
                 _report(rows, tasks, transfers, host, args, start)
     return 0
 
 
-def _geomean_table(title: str, per_seed: dict, overall: dict, checkpoints: list[int]) -> list[str]:
+def _geomean_table(
+    title: str, per_seed: dict, overall: dict, checkpoints: list[int], contenders: list[str]
+) -> list[str]:
     lines = ["", f"{title}:", "", "| over | contender | " + " | ".join(f"@{n}" for n in checkpoints) + " |"]
     lines.append("|---|---|" + "---|" * len(checkpoints))
     for label, table in [*((f"seed {s}", per_seed[s]) for s in per_seed), ("**all**", overall)]:
-        for c in CONTENDERS:
+        for c in contenders:
             lines.append(
                 f"| {label} | {c} | " + " | ".join(f"{table[c][str(n)]:.3f}" for n in checkpoints) + " |"
             )
@@ -238,10 +292,14 @@ def _report(rows: list[dict], tasks: list, transfers: dict, host: str, args, sta
     checkpoints = [n for n in CHECKPOINTS if n <= args.trials]
     seeds = [s for s in args.seeds if any(r["seed"] == s for r in rows)]
     per_seed, per_seed_retimed = (
-        {s: _geomean([r for r in rows if r["seed"] == s], checkpoints, retimed) for s in seeds}
+        {
+            s: _geomean([r for r in rows if r["seed"] == s], checkpoints, args.contenders, retimed)
+            for s in seeds
+        }
         for retimed in (False, True)
     )
-    geomean, geomean_retimed = _geomean(rows, checkpoints), _geomean(rows, checkpoints, retimed=True)
+    geomean = _geomean(rows, checkpoints, args.contenders)
+    geomean_retimed = _geomean(rows, checkpoints, args.contenders, retimed=True)
     transfer = transfers[args.seeds[0]]
     lines = [
         f"# bilstm_tuning ({args.network}, {len(tasks)} tasks x {len(args.seeds)} seeds, "
@@ -260,15 +318,21 @@ def _report(rows: list[dict], tasks: list, transfers: dict, host: str, args, sta
         "|---|---|---|" + "---|" * len(checkpoints),
     ]
     for r in rows:
-        for c in CONTENDERS:
+        for c in args.contenders:
             cells = [f"{r[c]['retimed'][str(n)]:.3f} ({r[c][str(n)]:.3f})" for n in checkpoints]
             lines.append(f"| {r['seed']} | {r['task']} | {c} | " + " | ".join(cells) + " |")
-    lines += _geomean_table("Geometric means, re-timed", per_seed_retimed, geomean_retimed, checkpoints)
-    lines += _geomean_table("Geometric means, as the runs measured them", per_seed, geomean, checkpoints)
-    met = geomean_retimed["bilstm"].get("16", float("inf")) <= 1.0
+    lines += _geomean_table(
+        "Geometric means, re-timed", per_seed_retimed, geomean_retimed, checkpoints, args.contenders
+    )
+    lines += _geomean_table(
+        "Geometric means, as the runs measured them", per_seed, geomean, checkpoints, args.contenders
+    )
+    met = {
+        c: geomean_retimed[c].get("16", math.inf) <= 1.0 for c in args.contenders if c.startswith("bilstm")
+    }
+    lines += ["", "Goal (a BiLSTM contender @16 <= 1.0, re-timed geometric mean over all):", ""]
     lines += [
-        "",
-        f"Goal (bilstm @16 <= 1.0, re-timed geometric mean over all): {'met' if met else 'not met'}.",
+        f"- {c}: {geomean_retimed[c].get('16', math.inf):.3f}, {'met' if met[c] else 'not met'}" for c in met
     ]
     report = {
         "benchmark": "bilstm_tuning",

@@ -69,6 +69,18 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     assert compiled.tvm_seconds > 0
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["mobilenet_v1_block", "efficientnet_mbconv", "resnet_bottleneck", "resnext_block", "bert_mini_layer"],
+)
+def test_pretraining_networks_compile_untuned_and_match_pytorch(name, target, tmp_path):
+    # The networks collected only as pretraining data: each imports from PyTorch, extracts tasks and,
+    # with no tuned schedule, builds with TVM's default lowering to PyTorch's output.
+    compiled = compile_network(name, tmp_path, target=target)
+    assert compiled.max_abs_error < 1e-4
+    assert compiled.tvm_seconds > 0
+
+
 def test_cli_tune_prints_the_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = [

@@ -35,6 +35,19 @@ def _options(args: argparse.Namespace):
     )
 
 
+def _cost_model(args: argparse.Namespace):
+    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else ``--cost-model``'s
+    name; a file that is not a saved model ends the command with its reason."""
+    if not args.model_file:
+        return args.cost_model
+    from tvm_transfer.cost_models import CostModelFileError, load_cost_model
+
+    try:
+        return load_cost_model(args.model_file)
+    except (CostModelFileError, OSError) as error:
+        raise SystemExit(f"tvm-transfer {args.command}: error: --model-file: {error}") from error
+
+
 def _work_dir(args: argparse.Namespace, name: str) -> Path:
     return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{args.cost_model}"
 
@@ -61,7 +74,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     result = tune_workload(
         workload,
         work_dir,
-        cost_model=copula_cost_model(args, workload, options.seed),
+        cost_model=copula_cost_model(args, workload, _cost_model(args), options.seed),
         target=_target(args),
         options=options,
         reference=not args.no_reference,
@@ -92,7 +105,7 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
     result = tune_network(
         args.network,
         work_dir,
-        cost_model=args.cost_model,
+        cost_model=_cost_model(args),
         target=target,
         options=_options(args),
         selection=selection,
@@ -135,6 +148,12 @@ def _print_profile(profile: dict[str, float]) -> None:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-model", default="xgboost", choices=list(COST_MODELS), help="default: xgboost")
+    parser.add_argument(
+        "--model-file",
+        metavar="FILE",
+        help="start from a saved model instead (`tenset-tools train -o FILE`, `model.save`; e.g. a "
+        "pretrained BiLSTM): it keeps learning from this run's measurements",
+    )
     parser.add_argument("--trials", type=int, default=64, help="measurement budget (default: 64)")
     parser.add_argument("--trials-per-iter", type=int, default=16, help="candidates per batch (default: 16)")
     parser.add_argument("--population", type=int, default=128, help="evolutionary population (default: 128)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -45,8 +46,9 @@ class MLP(nn.Module):
         return self.layers(x)
 
 
-class BertTinyLayer(nn.Module):
-    """One BERT-tiny encoder layer (hidden 128, 2 heads, feed-forward 512) on a 64-token sequence."""
+class BertEncoderLayer(nn.Module):
+    """One BERT encoder layer (post-norm self-attention and feed-forward); the defaults are BERT-tiny's
+    (hidden 128, 2 heads, feed-forward 512)."""
 
     def __init__(self, hidden: int = 128, heads: int = 2, ffn: int = 512) -> None:
         super().__init__()
@@ -66,6 +68,15 @@ class BertTinyLayer(nn.Module):
         return self.norm2(x + self.ffn(x))
 
 
+def _conv_bn(
+    channels_in: int, channels_out: int, kernel: int, stride: int = 1, groups: int = 1
+) -> list[nn.Module]:
+    return [
+        nn.Conv2d(channels_in, channels_out, kernel, stride, kernel // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(channels_out),
+    ]
+
+
 class MobileNetV2Block(nn.Module):
     """MobileNet-V2's inverted residual block (1x1 expand x6, ReLU6; 3x3 depthwise, ReLU6; 1x1 project;
     identity shortcut), 32 channels at 28x28 as in the network's third stage."""
@@ -74,18 +85,74 @@ class MobileNetV2Block(nn.Module):
         super().__init__()
         hidden = channels * expansion
         self.layers = nn.Sequential(
-            nn.Conv2d(channels, hidden, 1, bias=False),
-            nn.BatchNorm2d(hidden),
+            *_conv_bn(channels, hidden, 1),
             nn.ReLU6(),
-            nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden, bias=False),
-            nn.BatchNorm2d(hidden),
+            *_conv_bn(hidden, hidden, 3, groups=hidden),
             nn.ReLU6(),
-            nn.Conv2d(hidden, channels, 1, bias=False),
-            nn.BatchNorm2d(channels),
+            *_conv_bn(hidden, channels, 1),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.layers(x)
+
+
+class MobileNetV1Block(nn.Module):
+    """MobileNet-V1's depthwise-separable layer: 3x3 depthwise (stride 2)-BN-ReLU, 1x1 pointwise-BN-ReLU,
+    64 -> 128 channels from 56x56 to 28x28."""
+
+    def __init__(self, channels_in: int = 64, channels_out: int = 128) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            *_conv_bn(channels_in, channels_in, 3, stride=2, groups=channels_in),
+            nn.ReLU(),
+            *_conv_bn(channels_in, channels_out, 1),
+            nn.ReLU(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class EfficientNetMBConv(nn.Module):
+    """EfficientNet-B0's MBConv6 block with a 5x5 depthwise convolution: 1x1 expand x6-BN-SiLU, 5x5
+    depthwise-BN-SiLU, squeeze-and-excitation (global pool, 1x1 reduce to 1/24, SiLU, 1x1, sigmoid gate),
+    1x1 project-BN, identity shortcut; 40 channels at 28x28 as in the network's third stage."""
+
+    def __init__(self, channels: int = 40, expansion: int = 6) -> None:
+        super().__init__()
+        hidden = channels * expansion
+        self.expand = nn.Sequential(*_conv_bn(channels, hidden, 1), nn.SiLU())
+        self.depthwise = nn.Sequential(*_conv_bn(hidden, hidden, 5, groups=hidden), nn.SiLU())
+        self.excite = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1),
+            nn.Conv2d(hidden, hidden // 24, 1),
+            nn.SiLU(),
+            nn.Conv2d(hidden // 24, hidden, 1),
+            nn.Sigmoid(),
+        )
+        self.project = nn.Sequential(*_conv_bn(hidden, channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.depthwise(self.expand(x))
+        return x + self.project(y * self.excite(y))
+
+
+class ResNetBottleneck(nn.Module):
+    """ResNet-50's bottleneck block (1x1 reduce, 3x3, 1x1 expand, each with BN; ReLU; identity shortcut),
+    256 channels at 14x14 as in the network's fourth stage; ``groups`` > 1 makes it ResNeXt's block."""
+
+    def __init__(self, channels: int = 256, width: int = 64, groups: int = 1) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            *_conv_bn(channels, width, 1),
+            nn.ReLU(),
+            *_conv_bn(width, width, 3, groups=groups),
+            nn.ReLU(),
+            *_conv_bn(width, channels, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.layers(x))
 
 
 @dataclass(frozen=True)
@@ -99,8 +166,15 @@ class NetworkSpec:
 NETWORKS: dict[str, NetworkSpec] = {
     "resnet_block": NetworkSpec(ResNetBasicBlock, (1, 64, 56, 56)),
     "mlp": NetworkSpec(MLP, (1, 784)),
-    "bert_tiny_layer": NetworkSpec(BertTinyLayer, (1, 64, 128)),
+    "bert_tiny_layer": NetworkSpec(BertEncoderLayer, (1, 64, 128)),
     "mobilenet_v2_block": NetworkSpec(MobileNetV2Block, (1, 32, 28, 28)),
+    # More pretraining data for transfer (issue 5): other networks' blocks, other shapes of the same
+    # operator families (depthwise 3x3 and 5x5, grouped, 1x1 and 3x3 convolutions; matmuls).
+    "mobilenet_v1_block": NetworkSpec(MobileNetV1Block, (1, 64, 56, 56)),
+    "efficientnet_mbconv": NetworkSpec(EfficientNetMBConv, (1, 40, 28, 28)),
+    "resnet_bottleneck": NetworkSpec(ResNetBottleneck, (1, 256, 14, 14)),
+    "resnext_block": NetworkSpec(partial(ResNetBottleneck, width=128, groups=32), (1, 256, 14, 14)),
+    "bert_mini_layer": NetworkSpec(partial(BertEncoderLayer, hidden=256, heads=4, ffn=1024), (1, 32, 256)),
 }
 
 

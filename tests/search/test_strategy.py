@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 import shutil
+from dataclasses import replace
 
 import pytest
+from log_helpers import warnings_of
 from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
+from tvm_transfer.cost_models import load_cost_model
 from tvm_transfer.cost_models.gbdt import XGBoostCostModel
 from tvm_transfer.measure import PersistentBuilder, local_runner
 from tvm_transfer.search import (
@@ -129,6 +132,28 @@ def test_anchors_propose_the_best_source_tilings_first(target, source_dir):
     assert max(kept) < sum(sources) / len(sources), (kept, sources)
 
 
+def test_sources_with_more_arguments_in_the_same_design_space_are_used(target, source_dir):
+    # Fused tasks of one design space can have more arguments (a residual input): half the sources, the first
+    # among them, carry a fourth argument. The copula conditions on the columns all sources have, keeps
+    # every record, and proposes for the 3-argument target; a task lacking a column every source has gets
+    # a warning and no proposals instead of an error.
+    records = load_sources([source_dir])
+    extra = {"a3_d0": 6.0, "a3_d1": 6.0}
+    mixed = [
+        replace(r, descriptor={**r.descriptor, **extra}) if i % 2 == 0 else r for i, r in enumerate(records)
+    ]
+    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
+    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    sampler = TraceCopulaSampler().fit(mixed)
+    assert sampler.weights_ == TraceCopulaSampler().fit(records).weights_  # no record dropped
+    assert len(sampler.propose(context.mod, target, spaces, postprocs, 4)) == 4
+
+    wider = TraceCopulaSampler().fit([replace(r, descriptor={**r.descriptor, **extra}) for r in records])
+    with warnings_of("tvm_transfer.search.sampler") as messages:
+        assert wider.propose(context.mod, target, spaces, postprocs, 4) == []
+    assert any("a3_d0" in m for m in messages)
+
+
 def test_few_shot_measures_only_the_copula_samples(target, source_dir, tmp_path):
     sampler = TraceCopulaSampler(order="sample").fit(load_sources([source_dir]))
     proposals: list = []
@@ -174,3 +199,53 @@ def test_rank_pool_measures_the_copula_candidates_in_the_cost_models_order(targe
     assert _tune(target, strategy, 8, tmp_path, cost_model=model) == expected
     with pytest.raises(ValueError, match="rank_pool must be >= 0"):
         CopulaSearch(sampler, rank_pool=-1)
+
+
+def test_a_rank_pool_larger_than_the_seeds_lets_the_cost_model_choose_them(target, source_dir, tmp_path):
+    # Evolution mode: the model picks the 3 measured seeds out of a pool of 8 copula candidates; the other 5
+    # are not measured up front (they only join the population), and evolution fills the budget.
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
+    model = pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir])
+    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
+    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    pool = sampler.propose(context.mod, target, spaces, postprocs, 8, seed=0)
+    scores = model.predict(context, [ms.MeasureCandidate(p.schedule, None) for p in pool])
+    ranked = [pool[i].decisions for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
+    chosen = ranked[:3]
+    assert chosen != [p.decisions for p in pool[:3]]  # the model's seeds are not the copula's first three
+
+    strategy = CopulaSearch(sampler, num_seeds=3, rank_pool=8, population_size=16, init_min_unmeasured=4)
+    measured = _tune(target, strategy, 6, tmp_path, cost_model=model)
+    assert measured[:3] == chosen and len(measured) == 6
+    assert measured[3:] != ranked[3:6]  # the second batch is evolved, not the rest of the pool
+    assert all(d not in measured[:3] for d in measured[3:])
+
+
+def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, source_dir, tmp_path):
+    model_file = tmp_path / "xgb.model"
+    pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir]).save(str(model_file))
+    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
+    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    pool = (
+        TraceCopulaSampler()
+        .fit(load_sources([source_dir]))
+        .propose(context.mod, target, spaces, postprocs, 8)
+    )
+    scores = load_cost_model(model_file).predict(
+        context, [ms.MeasureCandidate(p.schedule, None) for p in pool]
+    )
+    best_two = {repr(pool[i].decisions) for i in sorted(range(8), key=lambda i: -scores[i])[:2]}
+
+    work_dir = tmp_path / "w"
+    common = ["tune", "matmul", "--shape", "64,128,64", "--seed-from", str(source_dir), "--few-shot",
+              "--trials", "2", "--no-reference", "--quiet"]  # fmt: skip
+    assert (
+        main([*common, "--model-file", str(model_file), "--rank-pool", "8", "--work-dir", str(work_dir)]) == 0
+    )
+    assert {repr(trace_decisions(r.trace)) for r in load_sources([work_dir])} == best_two
+
+    (tmp_path / "not_a_model").write_text("{}")
+    with pytest.raises(SystemExit, match=r"--model-file: .*not_a_model"):
+        main([*common, "--model-file", str(tmp_path / "not_a_model"), "--work-dir", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="--rank-pool must be >= 0"):
+        main([*common, "--rank-pool", "-1", "--work-dir", str(tmp_path / "y")])

@@ -1,10 +1,10 @@
 import json
-import logging
 import math
 import shutil
 
 import numpy as np
 import pytest
+from log_helpers import warnings_of
 
 from tenset_tools.ansor import (
     HARDWARE_PARAM_NAMES,
@@ -74,34 +74,19 @@ def test_v06_tenset_k80_record(ansor_dir):
     assert target_id_of("llvm -mcpu=skylake-avx512 -model=platinum-8272", "x") == "platinum-8272"
 
 
-class _Collect(logging.Handler):
-    """Collects log messages (the repository runs pytest with its logging plugin disabled)."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 def test_truncated_line_is_reported_with_its_line_number_and_skipped(ansor_dir, tmp_path):
     lines = (ansor_dir / "resnet-50-NHWC-B1-llvm.json").read_text().splitlines()[2:6]
     lines[1] = lines[1][: len(lines[1]) // 2]
     path = tmp_path / "broken.json"
     path.write_text("# comment\n" + "\n".join(lines) + "\n\n\n")
     stats = LoadStats()
-    logger, handler = logging.getLogger("tenset_tools.ansor.records"), _Collect()
-    logger.addHandler(handler)
-    try:
+    with warnings_of("tenset_tools.ansor.records") as messages:
         records = list(iter_file(path, stats))
-    finally:
-        logger.removeHandler(handler)
     assert [r.line_no for r in records] == [2, 4, 5]
     assert (stats.records, stats.corrupt, stats.skipped_lines) == (3, 1, 3)
     (bad,) = stats.corrupt_lines
     assert (bad.path, bad.line_no) == (str(path), 3)
-    assert len(handler.messages) == 1 and handler.messages[0].startswith(f"{path}:3: skipped corrupt record")
+    assert len(messages) == 1 and messages[0].startswith(f"{path}:3: skipped corrupt record")
     assert f"{path}:3" in stats.summary()
 
 

@@ -55,6 +55,14 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "copula's first batch in that model's order",
     )
     group.add_argument(
+        "--rank-pool",
+        type=int,
+        metavar="N",
+        help="the cost model chooses the first batch from the copula's first N candidates (default: one "
+        "batch with --pretrain-on-sources or --model-file, else 0: the copula's order); the rest join the "
+        "evolution's population",
+    )
+    group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
     )
 
@@ -76,17 +84,28 @@ def _need_seed_from(args: argparse.Namespace, flag: str) -> None:
         raise SystemExit(f"error: {flag} needs --seed-from DIR [DIR ...]")
 
 
-def copula_cost_model(args: argparse.Namespace, workload, seed: int):
-    """``--cost-model`` by name, or with ``--pretrain-on-sources`` that model trained on the ``--seed-from``
-    runs (the target shape's own records left out)."""
+def copula_cost_model(args: argparse.Namespace, workload, cost_model, seed: int):
+    """``cost_model`` (a name or a model), with ``--pretrain-on-sources`` trained on the ``--seed-from`` runs
+    first (the target shape's own records left out)."""
     if not getattr(args, "pretrain_on_sources", False):
-        return args.cost_model
+        return cost_model
     _need_seed_from(args, "--pretrain-on-sources")
     from tvm_transfer.cost_models import make_cost_model
     from tvm_transfer.search import pretrain_on_sources
 
-    model = make_cost_model(args.cost_model, seed=seed)
+    model = make_cost_model(cost_model, seed=seed) if isinstance(cost_model, str) else cost_model
     return pretrain_on_sources(model, args.seed_from, exclude=workload.ir_module())
+
+
+def _rank_pool(args: argparse.Namespace, options) -> int:
+    """``--rank-pool``; by default one batch when the cost model knows the operator already (pretrained on
+    the sources or loaded from a file), else 0 (the copula's order)."""
+    if args.rank_pool is not None:
+        if args.rank_pool < 0:
+            raise SystemExit(f"error: --rank-pool must be >= 0, got {args.rank_pool}")
+        return args.rank_pool
+    trained = getattr(args, "pretrain_on_sources", False) or getattr(args, "model_file", None)
+    return options.trials_per_iter if trained else 0
 
 
 def copula_strategy(args: argparse.Namespace, workload, options):
@@ -102,7 +121,7 @@ def copula_strategy(args: argparse.Namespace, workload, options):
         sampler,
         few_shot=args.few_shot,
         seed=options.seed,
-        rank_pool=options.trials_per_iter if getattr(args, "pretrain_on_sources", False) else 0,
+        rank_pool=_rank_pool(args, options),
         population_size=options.population_size,
         init_min_unmeasured=min(50, options.population_size // 2),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +104,11 @@ class TraceCopulaSampler:
             row = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
             row.update(record.descriptor, cost=record.seconds, task=record.task)
             groups.setdefault(signature, []).append(row)
-            descriptor_columns.setdefault(signature, list(record.descriptor))
+            # Fused tasks of one design space can differ in argument count (a residual input, bias): the
+            # copula conditions on the descriptor columns all of them have.
+            shared = descriptor_columns.get(signature)
+            kept = record.descriptor if shared is None else shared
+            descriptor_columns[signature] = [c for c in kept if c in record.descriptor]
         self.copulas_: dict[str, ConditionalCopula] = {}
         self.weights_: dict[str, int] = {}
         for signature, rows in groups.items():
@@ -127,15 +131,31 @@ class TraceCopulaSampler:
         return self
 
     def encodings(
-        self, mod: tvm.IRModule, design_spaces: Sequence[Schedule], postprocs: Sequence
+        self,
+        mod: tvm.IRModule,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence,
+        descriptor: Mapping[str, float] | None = None,
     ) -> list[SpaceEncoding]:
-        """The target's design spaces (one per signature) that some source copula covers."""
+        """The target's design spaces (one per signature) that some source copula covers; with the target's
+        ``descriptor``, only those whose copula conditions on columns it has (a warning names the others)."""
         found: dict[str, SpaceEncoding] = {}
         for space in design_spaces:
             encoding = SpaceEncoding(mod, space, postprocs)
             if encoding.signature in self.copulas_ and encoding.signature not in found:
                 found[encoding.signature] = encoding
-        return list(found.values())
+        if descriptor is None:
+            return list(found.values())
+        usable = []
+        for encoding in found.values():
+            needed = self.copulas_[encoding.signature].descriptor_columns_
+            missing = [c for c in needed if c not in descriptor]
+            if missing:
+                log.warning("a matching design space's sources have arguments the task lacks (%s): skipped",
+                            ", ".join(missing))  # fmt: skip
+            else:
+                usable.append(encoding)
+        return usable
 
     def _draw(self, encodings: Sequence[SpaceEncoding], descriptor: dict, n: int, seed: int) -> list[tuple]:
         """``n`` repaired draws split over the spaces, as (signature, decisions-json) in draw order."""
@@ -182,12 +202,12 @@ class TraceCopulaSampler:
         seed: int = 0,
     ) -> list[Proposal]:
         """Up to ``count`` distinct valid candidates for the task ``mod`` on ``target``, best-guess first."""
-        encodings = self.encodings(mod, design_spaces, postprocs)
+        descriptor = task_descriptor(mod, target)
+        encodings = self.encodings(mod, design_spaces, postprocs, descriptor)
         if not encodings:
             log.warning("no design space of this task matches a source design space: no copula samples")
             return []
         by_signature = {e.signature: e for e in encodings}
-        descriptor = task_descriptor(mod, target)
         drawn = self._draw(encodings, descriptor, max(count * self.draws, 64), seed)
         anchors = self._anchor_decisions(encodings, descriptor) if self.anchors else []
         unique: dict[tuple, list] = {}
@@ -244,9 +264,10 @@ class TraceCopulaSampler:
         """The paper's budget rule for this task: ``|S|`` = the covered spaces' decision combinations;
         ``C`` = distinct repaired candidates among ``min(|S|, max_draws)`` conditional draws. MetaSchedule
         spaces are huge, so the draw cap makes ``C`` an underestimate (see ``docs/copula_search.md``)."""
-        encodings = self.encodings(mod, design_spaces, postprocs)
+        descriptor = task_descriptor(mod, target)
+        encodings = self.encodings(mod, design_spaces, postprocs, descriptor)
         if not encodings:
             raise ValueError("no design space of this task matches a source design space")
         size = sum(e.space_size() for e in encodings)
-        drawn = self._draw(encodings, task_descriptor(mod, target), min(size, max_draws), seed)
+        drawn = self._draw(encodings, descriptor, min(size, max_draws), seed)
         return estimate_budget(size, len({(sig, key) for sig, key, _ in drawn}), success_bar=success_bar)

@@ -40,8 +40,8 @@ class CopulaSearch(PySearchStrategy):
     sampler:
         A fitted :class:`TraceCopulaSampler`.
     num_seeds:
-        Candidates asked of the copula (default: the first batch's size in evolution mode, the whole
-        trial budget in few-shot mode).
+        Copula candidates measured before evolution starts (default: the first batch's size in evolution
+        mode, the whole trial budget in few-shot mode).
     few_shot:
         Only measure the copula's candidates, in order.
     seed:
@@ -50,11 +50,14 @@ class CopulaSearch(PySearchStrategy):
         A list that receives every proposal made (shared with clones: ``tune_tir`` tunes a clone, so this
         is how a caller sees which candidates came from the copula).
     rank_pool:
-        Ask the copula for at least this many candidates and measure its first ``rank_pool`` in the order
-        of the tuner's cost model (best predicted first) instead of the copula's. 0 (default): the copula's
+        Ask the copula for at least this many candidates and put its first ``rank_pool`` in the order of
+        the tuner's cost model (best predicted first) instead of the copula's. 0 (default): the copula's
         order. Only useful with a model that already knows the operator (pretrained on the sources): an
         untrained one orders at random. On CPU the pretrained model's pick among the sources' best
         configurations was a better first evaluation than the nearest source's (``docs/copula_search.md``).
+        In evolution mode a pool larger than ``num_seeds`` lets the model choose the measured seeds from
+        it; the candidates it passes over join the evolution's population (few-shot mode measures them
+        all).
     evo_kwargs:
         ``EvolutionarySearch`` arguments (``population_size``, ``init_min_unmeasured``, ...).
     """
@@ -96,6 +99,8 @@ class CopulaSearch(PySearchStrategy):
         log.info("copula proposed %d valid candidates (asked %d)", len(self.proposals), count)
         if self.rank_pool:
             self.proposals = self._ranked(self.proposals, cost_model)
+        measured = len(self.proposals) if self.few_shot else (self.num_seeds or self.per_iter)
+        self.num_measured_seeds = min(measured, len(self.proposals))
         if self.proposal_log is not None:
             self.proposal_log.extend(self.proposals)
 
@@ -126,8 +131,8 @@ class CopulaSearch(PySearchStrategy):
         if self.trials >= self.max_trials:
             return None
         num = min(self.per_iter, self.max_trials - self.trials)
-        if self.next_seed < len(self.proposals):
-            batch = self.proposals[self.next_seed : self.next_seed + num]
+        if self.next_seed < self.num_measured_seeds:
+            batch = self.proposals[self.next_seed : min(self.next_seed + num, self.num_measured_seeds)]
             self.next_seed += len(batch)
             return self._take([p.schedule for p in batch], num) or None
         if self.few_shot:
