@@ -38,8 +38,8 @@ Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1] [--extra-dat
     python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
         --extra-dataset results/bilstm_collected_more.parquet --seed-from results/bilstm_collected_more
 
-Writes ``benchmarks/results/bilstm_tuning.*``. Takes ~(seeds x tasks x contenders x trials x 1-2 s) on
-the 2-core machine.
+Writes ``benchmarks/results/bilstm_tuning.*`` (``--report-name``). Takes ~(seeds x tasks x contenders x
+trials x 1-2 s) on the 2-core machine.
 """
 
 from __future__ import annotations
@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--few", type=int, default=16)
     parser.add_argument("--fine-tune-epochs", type=int, default=15)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full repetition per seed")
+    parser.add_argument("--report-name", default="bilstm_tuning", help="writes results/<name>.*")
     parser.add_argument(
         "--online-rounds", type=int, default=None, help="BiLSTM online_rounds (default: model's)"
     )
@@ -352,7 +353,7 @@ def _report(rows: list[dict], tasks: list, transfers: dict, host: str, args, sta
         "finished_pairs": len(rows),
         "planned_pairs": len(tasks) * len(args.seeds),
     }
-    write_report("bilstm_tuning", report, "\n".join(lines) + "\n", quick=args.quick)
+    write_report(args.report_name, report, "\n".join(lines) + "\n", quick=args.quick)
 
 
 if __name__ == "__main__":

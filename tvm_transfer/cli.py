@@ -49,7 +49,10 @@ def _cost_model(args: argparse.Namespace):
 
 
 def _work_dir(args: argparse.Namespace, name: str) -> Path:
-    return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{args.cost_model}"
+    """``--work-dir``, else ``work/<name>-<cost model name or model file stem>``."""
+    model_file = getattr(args, "model_file", None)
+    model = Path(model_file).stem if model_file else args.cost_model
+    return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{model}"
 
 
 def _report(args: argparse.Namespace, result) -> int:

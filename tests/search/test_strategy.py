@@ -185,18 +185,27 @@ def test_cli_few_shot_tune_with_a_pretrained_cost_model(source_dir, tmp_path, ca
     assert len(load_sources([work_dir])) == 2 and "matmul" in capsys.readouterr().out
 
 
-def test_rank_pool_measures_the_copula_candidates_in_the_cost_models_order(target, source_dir, tmp_path):
-    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
-    model = pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir])
+def _pool_orders(target, source_dir, model) -> tuple[list, list]:
+    """The decisions of the copula's first 8 candidates for matmul 64x128x64: in its order, and in
+    ``model``'s (best predicted first)."""
     context = tune_context(make_workload("matmul", (64, 128, 64)), target)
     spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
     pool = sampler.propose(context.mod, target, spaces, postprocs, 8, seed=0)
     scores = model.predict(context, [ms.MeasureCandidate(p.schedule, None) for p in pool])
-    expected = [pool[i].decisions for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
-    assert expected != [p.decisions for p in pool]  # the model disagrees with the copula's order
+    return [p.decisions for p in pool], [
+        pool[i].decisions for i in sorted(range(8), key=lambda i: -scores[i])
+    ]
 
+
+def test_rank_pool_measures_the_copula_candidates_in_the_cost_models_order(target, source_dir, tmp_path):
+    model = pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir])
+    copula_order, model_order = _pool_orders(target, source_dir, model)
+    assert model_order != copula_order  # the model disagrees with the copula's order
+
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
     strategy = CopulaSearch(sampler, num_seeds=2, few_shot=True, rank_pool=8)
-    assert _tune(target, strategy, 8, tmp_path, cost_model=model) == expected
+    assert _tune(target, strategy, 8, tmp_path, cost_model=model) == model_order
     with pytest.raises(ValueError, match="rank_pool must be >= 0"):
         CopulaSearch(sampler, rank_pool=-1)
 
@@ -204,37 +213,22 @@ def test_rank_pool_measures_the_copula_candidates_in_the_cost_models_order(targe
 def test_a_rank_pool_larger_than_the_seeds_lets_the_cost_model_choose_them(target, source_dir, tmp_path):
     # Evolution mode: the model picks the 3 measured seeds out of a pool of 8 copula candidates; the other 5
     # are not measured up front (they only join the population), and evolution fills the budget.
-    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
     model = pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir])
-    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
-    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
-    pool = sampler.propose(context.mod, target, spaces, postprocs, 8, seed=0)
-    scores = model.predict(context, [ms.MeasureCandidate(p.schedule, None) for p in pool])
-    ranked = [pool[i].decisions for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
-    chosen = ranked[:3]
-    assert chosen != [p.decisions for p in pool[:3]]  # the model's seeds are not the copula's first three
+    copula_order, model_order = _pool_orders(target, source_dir, model)
+    assert model_order[:3] != copula_order[:3]  # the model's seeds are not the copula's first three
 
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
     strategy = CopulaSearch(sampler, num_seeds=3, rank_pool=8, population_size=16, init_min_unmeasured=4)
     measured = _tune(target, strategy, 6, tmp_path, cost_model=model)
-    assert measured[:3] == chosen and len(measured) == 6
-    assert measured[3:] != ranked[3:6]  # the second batch is evolved, not the rest of the pool
+    assert measured[:3] == model_order[:3] and len(measured) == 6
+    assert measured[3:] != model_order[3:6]  # the second batch is evolved, not the rest of the pool
     assert all(d not in measured[:3] for d in measured[3:])
 
 
 def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, source_dir, tmp_path):
     model_file = tmp_path / "xgb.model"
     pretrain_on_sources(XGBoostCostModel(num_rounds=20), [source_dir]).save(str(model_file))
-    context = tune_context(make_workload("matmul", (64, 128, 64)), target)
-    spaces, postprocs = context.generate_design_space(), list(context.space_generator.postprocs)
-    pool = (
-        TraceCopulaSampler()
-        .fit(load_sources([source_dir]))
-        .propose(context.mod, target, spaces, postprocs, 8)
-    )
-    scores = load_cost_model(model_file).predict(
-        context, [ms.MeasureCandidate(p.schedule, None) for p in pool]
-    )
-    best_two = {repr(pool[i].decisions) for i in sorted(range(8), key=lambda i: -scores[i])[:2]}
+    _, model_order = _pool_orders(target, source_dir, load_cost_model(model_file))
 
     work_dir = tmp_path / "w"
     common = ["tune", "matmul", "--shape", "64,128,64", "--seed-from", str(source_dir), "--few-shot",
@@ -242,7 +236,8 @@ def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, sourc
     assert (
         main([*common, "--model-file", str(model_file), "--rank-pool", "8", "--work-dir", str(work_dir)]) == 0
     )
-    assert {repr(trace_decisions(r.trace)) for r in load_sources([work_dir])} == best_two
+    measured = {repr(trace_decisions(r.trace)) for r in load_sources([work_dir])}
+    assert measured == {repr(d) for d in model_order[:2]}
 
     (tmp_path / "not_a_model").write_text("{}")
     with pytest.raises(SystemExit, match=r"--model-file: .*not_a_model"):
