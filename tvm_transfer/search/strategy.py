@@ -91,7 +91,8 @@ class CopulaSearch(PySearchStrategy):
         self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
         self.trials, self.next_seed = 0, 0
         self.measured: set[int] = set()
-        count = max(self.num_seeds or (self.max_trials if self.few_shot else self.per_iter), self.rank_pool)
+        seeds = self.num_seeds or (self.max_trials if self.few_shot else self.per_iter)
+        count = max(seeds, self.rank_pool)
         ctx = self.context
         self.proposals = self.sampler.propose(
             ctx.mod, ctx.target, list(design_spaces), list(ctx.space_generator.postprocs), count, self.seed
@@ -99,8 +100,8 @@ class CopulaSearch(PySearchStrategy):
         log.info("copula proposed %d valid candidates (asked %d)", len(self.proposals), count)
         if self.rank_pool:
             self.proposals = self._ranked(self.proposals, cost_model)
-        measured = len(self.proposals) if self.few_shot else (self.num_seeds or self.per_iter)
-        self.num_measured_seeds = min(measured, len(self.proposals))
+        # Few-shot measures every proposal; evolution only the seeds (the rest of a pool joins the population)
+        self.num_measured_seeds = len(self.proposals) if self.few_shot else min(seeds, len(self.proposals))
         if self.proposal_log is not None:
             self.proposal_log.extend(self.proposals)
 
