@@ -20,6 +20,8 @@ pairwise 0.84-0.90.
 
 Usage: ``python benchmarks/bilstm_quality.py [--quick] [--extra-dataset FILE ...]``. Writes
 ``benchmarks/results/bilstm_quality.*``. One process, same splits and seeds for every contender.
+``--bilstm-variant "NAME=VALUE ..."`` adds a BiLSTM contender with those constructor arguments and
+``--contenders`` keeps only some of the others: BiLSTM settings compared on the same splits.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from tenset_tools.metrics import evaluate_predictions
 from tenset_tools.prune import prune
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tenset_tools.split import by_task
-from tvm_transfer.dataset_commands import evaluate_model, train_model
+from tvm_transfer.dataset_commands import evaluate_model, parse_hyper_parameters, train_model
 
 BASELINES = ("xgboost", "lightgbm", "mlp")
 LOSSES = ("rmse", "lambdarank")
@@ -55,6 +57,12 @@ class Bench:
         self.args = args
         self.rows: list[dict] = []
         self.bilstm_params = {"epochs": args.epochs, "patience": args.patience, "threads": 1}
+        #: --bilstm-variant contenders and all BiLSTM contenders -> their constructor arguments
+        self.variants = {
+            f"bilstm-rmse {v}": {"loss": "rmse", **parse_hyper_parameters(v.split())}
+            for v in args.bilstm_variant or []
+        }
+        self.bilstm = {**{f"bilstm-{loss}": {"loss": loss} for loss in LOSSES}, **self.variants}
 
     def _prune(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         pruned, report = prune(
@@ -76,12 +84,19 @@ class Bench:
         )
 
     def _train(self, name: str, frame: pd.DataFrame, seed: int):
-        if name.startswith("bilstm-"):
-            return train_model(frame, "bilstm", seed, loss=name.split("-", 1)[1], **self.bilstm_params)
+        if name in self.bilstm:
+            return train_model(frame, "bilstm", seed, **self.bilstm_params, **self.bilstm[name])
         return train_model(frame, name, seed)
 
+    def _sides(self, full: pd.DataFrame, pruned: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        """The training sides ``--data`` asks for: ``("full", full)`` and/or ``("pruned", pruned)``."""
+        wanted = self.args.data.split(",")
+        return [(name, side) for name, side in (("full", full), ("pruned", pruned)) if name in wanted]
+
     def contenders(self) -> list[str]:
-        return [*BASELINES, *(f"bilstm-{loss}" for loss in LOSSES)]
+        every = [*BASELINES, *self.bilstm]
+        wanted = self.args.contenders.split(",") if self.args.contenders else every
+        return [c for c in every if c in wanted or c in self.variants]
 
     # ---- by_task ---------------------------------------------------------------------------------------
     def by_task(self, frame: pd.DataFrame) -> None:
@@ -97,7 +112,7 @@ class Bench:
                 "-",
                 evaluate_predictions(test, np.full(len(test), labels.mean())),
             )
-            for data, side in (("full", train), ("pruned", pruned)):
+            for data, side in self._sides(train, pruned):
                 for name in self.contenders():
                     start = time.perf_counter()
                     model = self._train(name, side, seed)
@@ -129,11 +144,12 @@ class Bench:
             evaluate_predictions(test, np.full(len(test), labels.mean())),
             **extra,
         )
-        model = train_model(few, "xgboost", seed)
-        self._record(
-            "by_target", split, "xgboost, target few only", "few", evaluate_model(model, test), **extra
-        )
-        for data, side in (("full", source), ("pruned", pruned)):
+        if "xgboost" in self.contenders():
+            model = train_model(few, "xgboost", seed)
+            self._record(
+                "by_target", split, "xgboost, target few only", "few", evaluate_model(model, test), **extra
+            )
+        for data, side in self._sides(source, pruned):
             reduction = report["size_reduction"] if data == "pruned" else 0.0
             with_few = add_normalised_throughput(pd.concat([side, few], ignore_index=True))
             for name in self.contenders():
@@ -170,9 +186,9 @@ def _markdown(rows: list[dict], args: argparse.Namespace, reports: dict) -> str:
     lines = [f"# {args.report_name}", ""]
     lines.append(
         f"Settings: BiLSTM epochs {args.epochs} (patience {args.patience}), default architecture (3 BiLSTM "
-        f"layers, 2 heads, hidden 32); pruning flops_coverage {args.flops_coverage}, min_norm_throughput "
-        f"{args.min_norm_throughput}, min_records {args.min_records}; seeds {args.seeds}. "
-        "LambdaRank scores are not throughputs: ignore their RMSE."
+        f"layers, 2 heads, hidden 32) unless its name says; pruning flops_coverage {args.flops_coverage}, "
+        f"min_norm_throughput {args.min_norm_throughput}, min_records {args.min_records}; seeds {args.seeds}."
+        " LambdaRank scores are not throughputs: ignore their RMSE."
     )
     for section in ("by_task", "by_target"):
         part = frame[frame["section"] == section]
@@ -213,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--epochs", type=int, default=None, help="BiLSTM epochs (default 60, quick 4)")
     parser.add_argument("--patience", type=int, default=8)
+    parser.add_argument(
+        "--bilstm-variant",
+        action="append",
+        metavar='"NAME=VALUE ..."',
+        help="one more BiLSTM contender with these constructor arguments (repeatable)",
+    )
+    parser.add_argument("--contenders", help="comma-separated subset of xgboost,lightgbm,mlp,bilstm-rmse,...")
+    parser.add_argument("--data", default="full,pruned", help="training data: full, pruned or both (default)")
     parser.add_argument("--few", type=int, default=16, help="target records per task for fine-tuning")
     parser.add_argument("--flops-coverage", type=float, default=0.9)
     parser.add_argument("--min-norm-throughput", type=float, default=0.05)
@@ -254,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "settings": json.loads(json.dumps(vars(args), default=str)),  # Paths as strings
         "bilstm_params": bench.bilstm_params,
+        "bilstm_contenders": bench.bilstm,
         "pruning_first_by_task_split": reports.get("by_task"),
         "seconds": time.perf_counter() - start,
         "results": bench.rows,

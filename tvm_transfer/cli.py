@@ -81,7 +81,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         target=_target(args),
         options=options,
         reference=not args.no_reference,
-        search_strategy=copula_strategy(args, workload, options),
+        search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
     )
     return _report(args, result)
 
@@ -100,18 +100,21 @@ def _selection(args: argparse.Namespace):
 
 
 def _cmd_tune_network(args: argparse.Namespace) -> int:
+    from tvm_transfer.search.cli import copula_strategy
     from tvm_transfer.tune import compile_network, tune_network
 
     selection = _selection(args)
     work_dir = _work_dir(args, args.network)
     target = _target(args)
+    options = _options(args)
     result = tune_network(
         args.network,
         work_dir,
         cost_model=_cost_model(args),
         target=target,
-        options=_options(args),
+        options=options,
         selection=selection,
+        search_strategy=copula_strategy(args, options),
     )
     status = _report(args, result)
     if args.compile:
@@ -216,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     network.add_argument("--compile", action="store_true", help="then build the network and time it")
     _add_common(network)
+    add_copula_arguments(network, network=True)
     network.set_defaults(func=_cmd_tune_network)
 
     compile_ = commands.add_parser(

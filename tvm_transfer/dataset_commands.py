@@ -117,7 +117,7 @@ def _summary(frame) -> list[tuple[str, object]]:
 # train ---------------------------------------------------------------------------------------------------
 
 
-def _hyper_parameters(pairs: list[str] | None) -> dict:
+def parse_hyper_parameters(pairs: list[str] | None) -> dict:
     """``--set NAME=VALUE`` pairs as constructor arguments (values parsed as JSON, else kept as strings)."""
     params = {}
     for pair in pairs or []:
@@ -147,7 +147,7 @@ def fine_tune_model(pretrained: str | Path, frame, mode: str = "full", tasks=Non
 
 def _run_train(args: argparse.Namespace) -> int:
     train, test = _read_split(args)
-    params = _hyper_parameters(args.set)
+    params = parse_hyper_parameters(args.set)
     start = time.perf_counter()
     if args.pretrained:
         if args.records_per_task:

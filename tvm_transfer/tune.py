@@ -356,6 +356,7 @@ def tune_network(
     tasks: Sequence | None = None,
     measure: Measurement | None = None,
     selection: TaskSelection | None = None,
+    search_strategy: ms.search_strategy.SearchStrategy | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of a network of :data:`tvm_transfer.networks.NETWORKS`; ``options.trials`` is the
     budget for the whole network (measured records already in ``work_dir`` count), shared by
@@ -365,8 +366,11 @@ def tune_network(
     With ``selection`` (a :class:`tvm_transfer.task_selection.TaskSelection`) only the tasks carrying most
     of the network's FLOPs are tuned, each for a budget proportional to its weight x FLOPs, and the other
     tasks get schedules transferred from similar tuned tasks; ``None`` keeps the gradient scheduler over
-    all tasks."""
+    all tasks. ``search_strategy`` replaces the default evolutionary search; every task tunes its own clone
+    (e.g. a :class:`tvm_transfer.search.CopulaSearch`, which then seeds each task from its own source
+    tasks)."""
     options = options or TuneOptions()
+    strategy = search_strategy or _evolutionary(options)
     target = as_target(target)
     import_tensor_intrin_fast()
     extracted = list(tasks) if tasks is not None else extract_network_tasks(name, target)
@@ -375,10 +379,10 @@ def tune_network(
 
         return tune_selected(
             name, extracted, work_dir, cost_model=cost_model, target=target, options=options,
-            selection=selection, measure=measure,
+            selection=selection, measure=measure, search_strategy=strategy,
         )  # fmt: skip
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted, str(work_dir), strategy=_evolutionary(options), num_threads=_num_threads(options),
+        extracted, str(work_dir), strategy=strategy, num_threads=_num_threads(options),
         seed=options.seed,
     )  # fmt: skip
     latencies, profile, _, elapsed, records = _tune_contexts(

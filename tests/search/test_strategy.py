@@ -12,6 +12,8 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.ansor.records import LoadStats
+from tenset_tools.metaschedule import iter_database_records
 from tvm_transfer.cli import main
 from tvm_transfer.cost_models import load_cost_model
 from tvm_transfer.cost_models.gbdt import XGBoostCostModel
@@ -23,6 +25,8 @@ from tvm_transfer.search import (
     pretrain_on_sources,
     trace_decisions,
 )
+from tvm_transfer.task_selection import TaskSelection
+from tvm_transfer.tune import TuneOptions, tune_network
 from tvm_transfer.workloads import make_workload
 
 
@@ -244,3 +248,23 @@ def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, sourc
         main([*common, "--model-file", str(tmp_path / "not_a_model"), "--work-dir", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match="--rank-pool must be >= 0"):
         main([*common, "--rank-pool", "-1", "--work-dir", str(tmp_path / "y")])
+
+
+def test_cli_tune_network_starts_each_task_from_the_source_runs_best(target, tmp_path):
+    # Source: an earlier run of the mlp network's heaviest task, in a folder like `tenset-tools collect`'s.
+    source = tmp_path / "collected" / "mlp_run"
+    options = TuneOptions(trials=8, trials_per_iter=4, population_size=16, progress=False)
+    tune_network("mlp", source, target=target, options=options,
+                 selection=TaskSelection(flops_share=0.7, transfer=False))  # fmt: skip
+    best = min(load_sources([source]), key=lambda r: r.seconds)
+
+    work_dir = tmp_path / "w"
+    flags = ["tune-network", "mlp", "--flops-share", "0.7", "--no-transfer", "--quiet"]
+    flags += ["--work-dir", str(work_dir), "--trials", "4", "--trials-per-iter", "4", "--population", "16"]
+    assert main([*flags, "--seed-from", str(tmp_path / "collected")]) == 0
+    first = next(iter_database_records(work_dir, LoadStats()))[1]
+    assert trace_decisions(first.trace) == trace_decisions(best.trace)  # the anchor is measured first
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match=r"--seed-from: no MetaSchedule work dir at or under .*empty"):
+        main([*flags, "--seed-from", str(tmp_path / "empty")])

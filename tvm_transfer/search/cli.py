@@ -1,5 +1,6 @@
-"""Command-line pieces of copula transfer: ``tune --seed-from`` options (the copula strategy and an optional
-cost model pretrained on the same runs) and the ``budget`` command.
+"""Command-line pieces of copula transfer: ``tune --seed-from`` and ``tune-network --seed-from`` options (the
+copula strategy and, for ``tune``, an optional cost model pretrained on the same runs) and the ``budget``
+command.
 
 Registered by :mod:`tvm_transfer.cli` (kept here so the shared CLI module only gets two small hooks).
 """
@@ -12,15 +13,22 @@ import sys
 from tvm_transfer.search.copula import DISTRIBUTIONS, ORDERS
 
 
-def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--seed-from`` and friends on the ``tune`` command."""
+def add_tune_arguments(parser: argparse.ArgumentParser, network: bool = False) -> None:
+    """``--seed-from`` and friends on the ``tune`` command (``network``: on ``tune-network``, where every
+    task gets its own copula-seeded search and the operator-only flags are left out)."""
     group = parser.add_argument_group("copula transfer (Randall et al., ICS'23)")
     group.add_argument(
         "--seed-from",
         nargs="+",
         metavar="DIR",
-        help="work dirs of earlier tuning runs of the same operator kind (other shapes): seed the search "
-        "with copula samples conditioned on this shape",
+        help=(
+            "earlier tuning runs (work dirs, or folders holding them, e.g. `tenset-tools collect`'s output) "
+            "of other networks or shapes: each task's search starts from the best schedules of the source "
+            "tasks with its design space, then copula samples conditioned on its shape"
+            if network
+            else "work dirs of earlier tuning runs of the same operator kind (other shapes), or folders "
+            "holding them: seed the search with copula samples conditioned on this shape"
+        ),
     )
     group.add_argument(
         "--copula-quantile",
@@ -49,12 +57,6 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "to this shape, come first",
     )
     group.add_argument(
-        "--pretrain-on-sources",
-        action="store_true",
-        help="train the cost model on every record of the --seed-from runs before tuning, and measure the "
-        "copula's first batch in that model's order",
-    )
-    group.add_argument(
         "--rank-pool",
         type=int,
         metavar="N",
@@ -62,15 +64,37 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         "batch with --pretrain-on-sources or --model-file, else 0: the copula's order); the rest join the "
         "evolution's population",
     )
+    if network:
+        return
+    group.add_argument(
+        "--pretrain-on-sources",
+        action="store_true",
+        help="train the cost model on every record of the --seed-from runs before tuning, and measure the "
+        "copula's first batch in that model's order",
+    )
     group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
     )
 
 
-def _sampler(args: argparse.Namespace, exclude):
+def _source_dirs(paths: list[str]) -> list:
+    """The MetaSchedule work dirs at or under each ``--seed-from`` path; a path without any ends the
+    command with its name."""
+    from tenset_tools.metaschedule import find_databases
+
+    dirs = []
+    for path in paths:
+        found = find_databases(path)
+        if not found:
+            raise SystemExit(f"error: --seed-from: no MetaSchedule work dir at or under {path}")
+        dirs += found
+    return dirs
+
+
+def _sampler(args: argparse.Namespace, exclude=None):
     from tvm_transfer.search import TraceCopulaSampler, load_sources
 
-    records = load_sources(args.seed_from, exclude=exclude)
+    records = load_sources(_source_dirs(args.seed_from), exclude=exclude)
     return TraceCopulaSampler(
         quantile=args.copula_quantile,
         distribution=args.copula_distribution,
@@ -108,18 +132,19 @@ def _rank_pool(args: argparse.Namespace, options) -> int:
     return options.trials_per_iter if trained else 0
 
 
-def copula_strategy(args: argparse.Namespace, workload, options):
-    """The ``CopulaSearch`` the ``tune`` options ask for, or ``None`` without ``--seed-from``."""
+def copula_strategy(args: argparse.Namespace, options, exclude=None):
+    """The ``CopulaSearch`` the ``tune`` / ``tune-network`` options ask for, or ``None`` without
+    ``--seed-from``; ``exclude``: a task whose own source records are left out (``tune``: the operator)."""
     if not getattr(args, "seed_from", None):
         if getattr(args, "few_shot", False):
             _need_seed_from(args, "--few-shot")
         return None
     from tvm_transfer.search import CopulaSearch
 
-    sampler = _sampler(args, workload.ir_module())
+    sampler = _sampler(args, exclude)
     return CopulaSearch(
         sampler,
-        few_shot=args.few_shot,
+        few_shot=getattr(args, "few_shot", False),
         seed=options.seed,
         rank_pool=_rank_pool(args, options),
         population_size=options.population_size,
