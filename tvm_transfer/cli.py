@@ -245,8 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    if not args.verbose:  # MetaSchedule's per-round logs and copulas' one line per fitted design space
+        for library in ("tvm.s_tir.meta_schedule", "copulas"):
+            logging.getLogger(library).setLevel(logging.WARNING)
     return args.func(args)
 
 

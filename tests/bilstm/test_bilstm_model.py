@@ -10,8 +10,8 @@ import torch
 from conftest import SOURCE, TARGET, TINY
 
 from tenset_tools.metrics import evaluate_predictions, pairwise_accuracy
-from tvm_transfer.cost_models import CostModelFileError, load_cost_model, make_cost_model
-from tvm_transfer.cost_models.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_models import CostModelFileError, bilstm_data, load_cost_model, make_cost_model
+from tvm_transfer.cost_models.bilstm import BiLSTMCostModel, _scaled_kernel
 
 
 def _groups(frame):
@@ -22,10 +22,12 @@ def _sample(frame, n, seed=0):
     return frame.sample(n=n, random_state=seed).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("loss", ["rmse", "lambdarank"])
-def test_beats_a_constant_predictor_on_held_out_tasks(loss, task_split):
+@pytest.mark.parametrize(
+    ("loss", "kernel_scaling"), [("rmse", "standard"), ("lambdarank", "standard"), ("rmse", "quantile")]
+)
+def test_beats_a_constant_predictor_on_held_out_tasks(loss, kernel_scaling, task_split):
     train, test = task_split
-    model = BiLSTMCostModel(loss=loss, seed=0, **TINY).pretrain(train)
+    model = BiLSTMCostModel(loss=loss, kernel_scaling=kernel_scaling, seed=0, **TINY).pretrain(train)
     preds = model.predict_features(model.frame_features(test))
     labels = test["norm_throughput"].to_numpy()
     constant = pairwise_accuracy(labels, np.full(len(test), labels.mean()), _groups(test))
@@ -153,6 +155,24 @@ def test_save_load_round_trip_gives_identical_predictions(mode, pretrained, tmp_
     np.testing.assert_allclose(again.predict_features(x), reference.predict_features(x), rtol=1e-5, atol=1e-6)
 
 
+def test_quantile_kernel_scaling_is_kept_with_the_model(task_split, tmp_path):
+    train, test = task_split
+    settings = {**TINY, "epochs": 3, "seed": 0}
+    model = BiLSTMCostModel(kernel_scaling="quantile", **settings).pretrain(_sample(train, 200))
+    x = model.frame_features(test)
+    scaled = _scaled_kernel(bilstm_data.unpack(x)[0], model._stats)
+    assert np.abs(scaled).max() <= 1.0 and scaled.std() > 0.1  # rows outside the training range clip
+    saved = tmp_path / "quantile.zip"
+    model.save(str(saved))
+    restored = load_cost_model(saved)
+    assert restored.kernel_scaling == "quantile"
+    np.testing.assert_array_equal(restored.predict_features(x), model.predict_features(x))
+    standard = BiLSTMCostModel(**settings).pretrain(_sample(train, 200))
+    assert not np.allclose(standard.predict_features(x), model.predict_features(x))
+    with pytest.raises(ValueError, match="cannot change \\['kernel_scaling'\\]"):
+        restored.set_params(kernel_scaling="standard")
+
+
 def test_make_cost_model_loads_a_pretrained_file(pretrained):
     path, _, target = pretrained
     base = load_cost_model(path)
@@ -191,6 +211,8 @@ def test_bad_arguments_are_clear_errors(dataset):
         BiLSTMCostModel(loss="mae")
     with pytest.raises(ValueError, match="unknown fine_tune_mode"):
         BiLSTMCostModel(fine_tune_mode="encoder")
+    with pytest.raises(ValueError, match="unknown kernel_scaling 'rank'"):
+        BiLSTMCostModel(kernel_scaling="rank")
     with pytest.raises(ValueError, match="divisible by heads"):
         BiLSTMCostModel(hidden=5, heads=4).pretrain(dataset.head(20))
     no_kernel = dataset.head(20).copy()

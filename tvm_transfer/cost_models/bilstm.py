@@ -6,7 +6,8 @@ The network reads a candidate as
 - its **schedule trace** (one :data:`~tenset_tools.features.TRACE_ROW_WIDTH`-float row per instruction,
   :func:`tenset_tools.features.encode_trace`) through a bidirectional LSTM (3 layers by default) whose
   outputs are pooled by multi-head attention (2 heads by default: learned queries over the valid steps);
-- its **pooled per-store kernel features** (328 floats, signed-log, standardised) through a small MLP;
+- its **pooled per-store kernel features** (328 floats, signed-log, then standardised or, with
+  ``kernel_scaling="quantile"``, mapped through their training quantiles) through a small MLP;
 - a **task embedding** (op kind one-hot, log FLOPs, argument shapes: :func:`bilstm_data.task_vector`);
 - the target's eight **hardware features**;
 
@@ -63,10 +64,13 @@ from tvm_transfer.cost_models import bilstm_data as data
 from tvm_transfer.cost_models.base import LearnedCostModel, normalised_throughput
 from tvm_transfer.features import TRACE_ROW_WIDTH, candidate_trace_json, encode_trace, hardware_features
 
-__all__ = ["FINE_TUNE_MODES", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
+__all__ = ["FINE_TUNE_MODES", "KERNEL_SCALINGS", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
 
 FINE_TUNE_MODES = ("full", "head", "task", "plus")
 LOSSES = ("rmse", "lambdarank")
+KERNEL_SCALINGS = ("standard", "quantile")
+#: Quantiles per kernel feature kept by ``kernel_scaling="quantile"``.
+_QUANTILES = 65
 
 
 def _signed_log(x: np.ndarray) -> np.ndarray:
@@ -127,9 +131,7 @@ class _Inputs:
     def __init__(self, rows: np.ndarray, stats: dict[str, np.ndarray]) -> None:
         kernel, hardware, task, lengths, sequences = data.unpack(rows)
         longest = _bucket(int(lengths.max(initial=0)))
-        self.kernel = torch.from_numpy(
-            ((_signed_log(kernel) - stats["k_mean"]) / stats["k_scale"]).astype(np.float32)
-        )
+        self.kernel = torch.from_numpy(_scaled_kernel(kernel, stats))
         self.hardware = torch.from_numpy(
             ((np.log2(1 + np.abs(hardware)) - stats["h_mean"]) / stats["h_scale"]).astype(np.float32)
         )
@@ -165,15 +167,32 @@ def _bucket(length: int) -> int:
     return max(1, math.ceil(length / _BUCKET)) * _BUCKET
 
 
-def _statistics(rows: np.ndarray) -> dict[str, np.ndarray]:
+def _scaled_kernel(kernel: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """Signed-log kernel features, standardised, or mapped to [-1, 1] through the training quantiles when
+    the statistics hold them (``kernel_scaling="quantile"``; values outside the training range clip)."""
+    kernel = _signed_log(kernel)
+    if "k_quantiles" not in stats:
+        return ((kernel - stats["k_mean"]) / stats["k_scale"]).astype(np.float32)
+    grid = np.linspace(-1.0, 1.0, len(stats["k_quantiles"]))
+    scaled = np.empty(kernel.shape, dtype=np.float32)
+    for j, quantiles in enumerate(stats["k_quantiles"].T):
+        scaled[:, j] = np.interp(kernel[:, j], quantiles, grid)
+    return scaled
+
+
+def _statistics(rows: np.ndarray, kernel_scaling: str = "standard") -> dict[str, np.ndarray]:
     kernel, hardware, task, _, _ = data.unpack(rows)
     kernel, hardware = _signed_log(kernel), np.log2(1 + np.abs(hardware))
+    quantiles = {}
+    if kernel_scaling == "quantile":
+        # Heavy-tailed byte and FLOP counts: ranks carry the order the trees split on, not the scale.
+        quantiles["k_quantiles"] = np.quantile(kernel, np.linspace(0.0, 1.0, _QUANTILES), axis=0)
     # Floors on the scales: a feature (nearly) constant in the training data, e.g. the hardware vector when
     # pretraining on one target, must not turn a new target's values into inputs in the thousands.
     return {
         "k_mean": kernel.mean(0), "k_scale": np.maximum(kernel.std(0), 0.1),
         "h_mean": hardware.mean(0), "h_scale": np.maximum(hardware.std(0), 1.0),
-        "t_mean": task.mean(0), "t_scale": np.maximum(task.std(0), 0.1),
+        "t_mean": task.mean(0), "t_scale": np.maximum(task.std(0), 0.1), **quantiles,
     }  # fmt: skip
 
 
@@ -225,6 +244,10 @@ class BiLSTMCostModel(LearnedCostModel):
         ``update``) only when the workload's measurements have grown by this factor since its last
         adaptation (2: after 8, 16, 32, 64 ... measurements; 1: every update); the online residual is
         refitted at every update. A model trained from scratch refits at every update.
+    kernel_scaling:
+        How the (signed-log) kernel features enter the network: ``"standard"`` (standardised) or
+        ``"quantile"`` (each feature through its pretraining quantiles onto [-1, 1]). Fixed at
+        (pre)training.
     max_sequence:
         Trace instructions kept per candidate (longer traces are truncated).
     threads:
@@ -236,7 +259,7 @@ class BiLSTMCostModel(LearnedCostModel):
         "hidden", "lstm_layers", "heads", "task_dim", "dropout", "loss", "epochs", "batch_size",
         "learning_rate", "weight_decay", "patience", "validation_fraction", "fine_tune_mode",
         "fine_tune_epochs", "fine_tune_learning_rate", "residual_rounds", "online_rounds", "online_growth",
-        "max_sequence", "threads",
+        "kernel_scaling", "max_sequence", "threads",
     )  # fmt: skip
 
     def __init__(
@@ -260,6 +283,7 @@ class BiLSTMCostModel(LearnedCostModel):
         residual_rounds: int = 50,
         online_rounds: int = 40,
         online_growth: float = 2.0,
+        kernel_scaling: str = "standard",
         max_sequence: int = data.MAX_SEQUENCE,
         threads: int = 1,
         seed: int = 0,
@@ -270,6 +294,8 @@ class BiLSTMCostModel(LearnedCostModel):
             raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
         if fine_tune_mode not in FINE_TUNE_MODES:
             raise ValueError(f"unknown fine_tune_mode {fine_tune_mode!r}; choose one of {FINE_TUNE_MODES}")
+        if kernel_scaling not in KERNEL_SCALINGS:
+            raise ValueError(f"unknown kernel_scaling {kernel_scaling!r}; choose one of {KERNEL_SCALINGS}")
         self.hidden, self.lstm_layers, self.heads = hidden, lstm_layers, heads
         self.task_dim, self.dropout, self.loss = task_dim, dropout, loss
         self.epochs, self.batch_size = epochs, batch_size
@@ -278,7 +304,7 @@ class BiLSTMCostModel(LearnedCostModel):
         self.fine_tune_mode, self.fine_tune_epochs = fine_tune_mode, fine_tune_epochs
         self.fine_tune_learning_rate, self.residual_rounds = fine_tune_learning_rate, residual_rounds
         self.online_rounds, self.online_growth = online_rounds, online_growth
-        self.max_sequence, self.threads = max_sequence, threads
+        self.kernel_scaling, self.max_sequence, self.threads = kernel_scaling, max_sequence, threads
         self._net: BiLSTMNet | None = None
         self._stats: dict[str, np.ndarray] | None = None
         self._base_state: dict | None = None  # pretrained weights every fine-tuning starts from
@@ -292,8 +318,8 @@ class BiLSTMCostModel(LearnedCostModel):
 
     def set_params(self, **params) -> BiLSTMCostModel:
         """Change hyper-parameters (scikit-learn convention), e.g. ``fine_tune_mode`` of a loaded model.
-        The architecture (``hidden``, ``lstm_layers``, ``heads``, ``task_dim``, ``max_sequence``) of a
-        fitted model cannot change."""
+        The architecture (``hidden``, ``lstm_layers``, ``heads``, ``task_dim``, ``max_sequence``) and the
+        ``kernel_scaling`` of a fitted model cannot change."""
         unknown = sorted(set(params) - set(self.hyper_parameters))
         if unknown:
             raise ValueError(
@@ -301,13 +327,17 @@ class BiLSTMCostModel(LearnedCostModel):
             )
         fixed = sorted(
             name
-            for name in ("hidden", "lstm_layers", "heads", "task_dim", "max_sequence")
+            for name in ("hidden", "lstm_layers", "heads", "task_dim", "max_sequence", "kernel_scaling")
             if name in params and self._net is not None and params[name] != getattr(self, name)
         )
         if fixed:
             raise ValueError(f"cannot change {fixed} of a fitted model (its weights have that shape)")
         if params.get("loss", self.loss) not in LOSSES:
             raise ValueError(f"unknown loss {params['loss']!r}; choose one of {', '.join(LOSSES)}")
+        if params.get("kernel_scaling", self.kernel_scaling) not in KERNEL_SCALINGS:
+            raise ValueError(
+                f"unknown kernel_scaling {params['kernel_scaling']!r}; choose one of {KERNEL_SCALINGS}"
+            )
         if params.get("fine_tune_mode", self.fine_tune_mode) not in FINE_TUNE_MODES:
             raise ValueError(
                 f"unknown fine_tune_mode {params['fine_tune_mode']!r}; choose one of {FINE_TUNE_MODES}"
@@ -483,7 +513,7 @@ class BiLSTMCostModel(LearnedCostModel):
         with self._torch_threads():
             if self._base_state is None:
                 torch.manual_seed(self.seed)
-                self._stats = _statistics(features)
+                self._stats = _statistics(features, self.kernel_scaling)
                 self._net = self._new_net()
                 self._train(
                     features, targets, groups, self._net.parameters(), self.epochs, self.learning_rate
