@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,7 @@ __all__ = [
     "DatabaseTask",
     "convert_databases",
     "database_batches",
+    "databases_under",
     "find_databases",
     "iter_database_records",
     "op_kind_of",
@@ -79,6 +80,18 @@ def find_databases(path: str | os.PathLike) -> list[Path]:
     if not path.is_dir():
         return []
     return sorted(p.parent for p in path.rglob(RECORD_FILE) if _is_database(p.parent))
+
+
+def databases_under(sources: Sequence[str | os.PathLike]) -> list[Path]:
+    """The MetaSchedule work dirs at or under every path of ``sources`` (:func:`find_databases`), in
+    order; raises ``FileNotFoundError`` naming the first path that holds none."""
+    work_dirs = []
+    for source in sources:
+        found = find_databases(source)
+        if not found:
+            raise FileNotFoundError(f"{source}: no MetaSchedule database ({WORKLOAD_FILE} + {RECORD_FILE})")
+        work_dirs += found
+    return work_dirs
 
 
 def _is_database(work_dir: Path) -> bool:
@@ -355,12 +368,7 @@ def convert_databases(
     database. ``progress`` is called with the number of records written after each batch."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    work_dirs = []
-    for source in sources:
-        found = find_databases(source)
-        if not found:
-            raise FileNotFoundError(f"{source}: no MetaSchedule database ({WORKLOAD_FILE} + {RECORD_FILE})")
-        work_dirs += found
+    work_dirs = databases_under(sources)
     stats = LoadStats()
     with DatasetWriter(out_path, list(HW_FEATURE_NAMES)) as writer:
         for work_dir in work_dirs:

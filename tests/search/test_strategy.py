@@ -266,5 +266,5 @@ def test_cli_tune_network_starts_each_task_from_the_source_runs_best(target, tmp
     assert trace_decisions(first.trace) == trace_decisions(best.trace)  # the anchor is measured first
 
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SystemExit, match=r"--seed-from: no MetaSchedule work dir at or under .*empty"):
+    with pytest.raises(SystemExit, match=r"--seed-from: .*empty: no MetaSchedule database"):
         main([*flags, "--seed-from", str(tmp_path / "empty")])

@@ -80,15 +80,12 @@ def add_tune_arguments(parser: argparse.ArgumentParser, network: bool = False) -
 def _source_dirs(paths: list[str]) -> list:
     """The MetaSchedule work dirs at or under each ``--seed-from`` path; a path without any ends the
     command with its name."""
-    from tenset_tools.metaschedule import find_databases
+    from tenset_tools.metaschedule import databases_under
 
-    dirs = []
-    for path in paths:
-        found = find_databases(path)
-        if not found:
-            raise SystemExit(f"error: --seed-from: no MetaSchedule work dir at or under {path}")
-        dirs += found
-    return dirs
+    try:
+        return databases_under(paths)
+    except FileNotFoundError as error:
+        raise SystemExit(f"error: --seed-from: {error}") from error
 
 
 def _sampler(args: argparse.Namespace, exclude=None):
