@@ -331,7 +331,7 @@ class BiLSTMCostModel(LearnedCostModel):
             if name in params and self._net is not None and params[name] != getattr(self, name)
         )
         if fixed:
-            raise ValueError(f"cannot change {fixed} of a fitted model (its weights have that shape)")
+            raise ValueError(f"cannot change {fixed} of a fitted model (its weights were fitted with them)")
         if params.get("loss", self.loss) not in LOSSES:
             raise ValueError(f"unknown loss {params['loss']!r}; choose one of {', '.join(LOSSES)}")
         if params.get("kernel_scaling", self.kernel_scaling) not in KERNEL_SCALINGS:
