@@ -110,6 +110,7 @@ def test_pretrain_on_sources_skips_corrupt_records_and_the_excluded_task(source_
         records.write("[0, {not json\n")
     assert pretrain_on_sources(XGBoostCostModel(num_rounds=5), [copy]).num_samples == 24
     assert "skipped corrupt record" in capsys.readouterr().err
+    assert pretrain_on_sources(XGBoostCostModel(num_rounds=5), [tmp_path]).num_samples == 24  # its folder
     source_task = make_workload("matmul", (64, 64, 64)).ir_module()
     assert pretrain_on_sources(XGBoostCostModel(), [copy], exclude=source_task).num_samples == 0
     with pytest.raises(FileNotFoundError, match="no MetaSchedule database"):

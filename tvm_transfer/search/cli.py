@@ -115,7 +115,7 @@ def copula_cost_model(args: argparse.Namespace, workload, cost_model, seed: int)
     from tvm_transfer.search import pretrain_on_sources
 
     model = make_cost_model(cost_model, seed=seed) if isinstance(cost_model, str) else cost_model
-    return pretrain_on_sources(model, args.seed_from, exclude=workload.ir_module())
+    return pretrain_on_sources(model, _source_dirs(args.seed_from), exclude=workload.ir_module())
 
 
 def _rank_pool(args: argparse.Namespace, options) -> int:

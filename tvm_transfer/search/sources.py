@@ -23,7 +23,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from tenset_tools.ansor.records import LoadStats
-from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, mean_run_seconds
+from tenset_tools.metaschedule import databases_under, iter_database_records, mean_run_seconds
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
 from tvm_transfer.tune import warm_start
 
@@ -71,41 +71,36 @@ def _records_of_database(database: ms.database.Database) -> Iterable[SourceRecor
 
 
 def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None) -> list[SourceRecord]:
-    """All measured records of the JSONDatabases in ``work_dirs`` (as written by ``tune_workload``).
+    """All measured records of the JSONDatabases at or under ``work_dirs`` (work dirs as written by
+    ``tune_workload``, or folders holding them, e.g. ``tenset-tools collect``'s output).
 
     ``exclude``: a task (typically the target) whose own records are left out, so a leave-one-out
-    evaluation never sees the answer. Raises ``FileNotFoundError`` for a directory without a database.
+    evaluation never sees the answer. Raises ``FileNotFoundError`` for a path without any database.
     """
     records: list[SourceRecord] = []
     skip = ms.utils.shash2hex(exclude) if exclude is not None else None
-    for work_dir in work_dirs:
-        database = ms.database.JSONDatabase(work_dir=str(_database_dir(work_dir)), allow_missing=False)
+    for work_dir in databases_under(work_dirs):
+        database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
         records += [r for r in _records_of_database(database) if r.task != skip]
     return records
-
-
-def _database_dir(work_dir: str | Path) -> Path:
-    path = Path(work_dir)
-    if not (path / RECORD_FILE).exists():
-        raise FileNotFoundError(f"{path} holds no MetaSchedule database ({RECORD_FILE})")
-    return path
 
 
 def pretrain_on_sources(
     cost_model: ms.CostModel, work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None
 ) -> ms.CostModel:
-    """Train ``cost_model`` on every measured record of ``work_dirs``, each task under its own module and
-    target (failed records as runner errors, as a resumed run does), and return it.
+    """Train ``cost_model`` on every measured record at or under ``work_dirs`` (as :func:`load_sources`),
+    each task under its own module and target (failed records as runner errors, as a resumed run does),
+    and return it.
 
     Any MetaSchedule cost model works (ours or TVM's ``XGBModel``): it gets one ``update`` per task.
     ``exclude`` leaves a task out, as in :func:`load_sources`. Corrupt lines are skipped with a warning
-    in the log; a directory without a database raises ``FileNotFoundError``.
+    in the log; a path without any database raises ``FileNotFoundError``.
     """
     skip = ms.utils.shash2hex(exclude) if exclude is not None else None
     stats = LoadStats()
-    for work_dir in work_dirs:
+    for work_dir in databases_under(work_dirs):
         tasks: dict[tuple[str, str], list[ms.database.TuningRecord]] = {}
-        for task, record, _trace, _line in iter_database_records(_database_dir(work_dir), stats):
+        for task, record, _trace, _line in iter_database_records(work_dir, stats):
             key = (ms.utils.shash2hex(task.workload.mod), str(record.target))
             if key[0] != skip:
                 tasks.setdefault(key, []).append(record)
