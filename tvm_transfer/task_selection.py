@@ -176,15 +176,15 @@ def tune_selected(
     target: tvm.target.Target,
     options,
     selection: TaskSelection,
+    search_strategy,
     measure=None,
-    search_strategy=None,
 ):
     """Tune the tasks chosen by ``selection`` one after another, each for its share of
     ``options.trials`` (records already in ``work_dir`` count against each task's share), with one cost
     model shared by all tasks; then transfer schedules to the other tasks. Returns a
     :class:`tvm_transfer.tune.NetworkTuneResult` whose ``status`` says per task ``tuned``,
-    ``transferred-from-<task>`` or ``default``. ``search_strategy``: each task tunes a clone of it
-    (default: evolutionary search). Called by :func:`tvm_transfer.tune.tune_network`."""
+    ``transferred-from-<task>`` or ``default``. ``search_strategy``: each task tunes a clone of it.
+    Called by :func:`tvm_transfer.tune.tune_network`."""
     import dataclasses
     import time
     from pathlib import Path
@@ -200,7 +200,6 @@ def tune_selected(
         NetworkTuneResult,
         _best_seconds,
         _database,
-        _evolutionary,
         _num_threads,
         _records_of,
         _tune_contexts,
@@ -215,7 +214,6 @@ def tune_selected(
     cores = int(target.attrs.get("num-cores", 0)) or None
     runner = measure.runner or local_runner(num_threads=cores)
     model = make_cost_model(cost_model, seed=options.seed) if isinstance(cost_model, str) else cost_model
-    strategy = search_strategy or _evolutionary(options)
     bar = measure.progress_bar or tqdm(
         total=options.trials, unit="trial", disable=not options.progress, desc="tuning"
     )
@@ -229,7 +227,7 @@ def tune_selected(
             # MetaSchedule's logger set-up runs once per task here: each gets the caller's level.
             with meta_schedule_log_level():
                 contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                    [extracted[work.index]], str(work_dir), strategy=strategy,
+                    [extracted[work.index]], str(work_dir), strategy=search_strategy,
                     num_threads=_num_threads(options), seed=options.seed + rank,
                 )  # fmt: skip
                 if not contexts:  # an already scheduled function: MetaSchedule skips it, so do we
