@@ -68,7 +68,7 @@ from tvm_transfer.cost_models import make_cost_model
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
-from tvm_transfer.tune import extract_network_tasks
+from tvm_transfer.tune import evolution_settings, extract_network_tasks
 
 CHECKPOINTS = (8, 16, 32, 64)
 BASELINES = ("tvm-xgb-nowarmup", "tvm-random")
@@ -127,7 +127,7 @@ def _anchor_sampler(roots: list[Path], network: str) -> TraceCopulaSampler | Non
 def _strategy(contender: str, sampler: TraceCopulaSampler | None, args):
     """The search strategy of a contender: MetaSchedule's evolutionary search, for the anchored ones
     seeded with the copula sampler's proposals (:class:`CopulaSearch`)."""
-    evolution = {"population_size": args.population, "init_min_unmeasured": min(50, args.population // 2)}
+    evolution = evolution_settings(args.population)
     if contender not in ANCHORED:
         return ms.search_strategy.EvolutionarySearch(**evolution)
     rank_pool = args.rank_pool if ANCHORED[contender] else 0

@@ -55,6 +55,7 @@ from tvm_transfer.cost_models.gbdt import XGBoostCostModel
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources, pretrain_on_sources
 from tvm_transfer.search.population import design_spaces
 from tvm_transfer.search.vta import VtaCopulaSampler, VtaRecord
+from tvm_transfer.tune import evolution_settings
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
 from vta_ext.measure import measure
@@ -334,7 +335,7 @@ def cpu_part(
         sources = [out_dir / c / o.name for c in source_runs for o in workloads if o.name != w.name]
         records = load_sources(sources, exclude=w.ir_module())
         sampler = TraceCopulaSampler().fit(records)
-        evolution = {"population_size": population, "init_min_unmeasured": min(50, population // 2)}
+        evolution = evolution_settings(population)
         strategy = CopulaSearch(sampler, seed=seed, **evolution)
         run(w, "copula_evolutionary_xgb", cost_model="tvm-xgb", search_strategy=strategy)
         # The same copula candidates; the first batch in the pretrained model's order (rank_pool).

@@ -49,6 +49,7 @@ from tvm_transfer.cost_models import make_cost_model, runner_seconds
 from tvm_transfer.cost_models.multilevel import MultiLevelCostModel
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
 from tvm_transfer.target import host_core_count, host_target
+from tvm_transfer.tune import evolution_settings
 from tvm_transfer.workloads import make_workload
 
 CONTENDERS = ("multilevel", "tvm-xgb-nowarmup", "tvm-random")
@@ -185,9 +186,7 @@ def tune_once(workload, target, contender: str, seed: int, timeout: float, build
             runner=runner,
             cost_model=model,
             measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log],
-            strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=args.population, init_min_unmeasured=min(50, args.population // 2)
-            ),
+            strategy=ms.search_strategy.EvolutionarySearch(**evolution_settings(args.population)),
             seed=seed,
         )
     outcome = RunOutcome(contender, log.rows, runner.walls, time.perf_counter() - start)

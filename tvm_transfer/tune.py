@@ -230,10 +230,15 @@ def _tune_contexts(
     return progress.latencies, profile, done, elapsed, [_records_of(database, c.mod) for c in contexts]
 
 
+def evolution_settings(population_size: int) -> dict[str, int]:
+    """``EvolutionarySearch`` arguments for a population of ``population_size``: at least half of the
+    initial population (at most MetaSchedule's default 50) must be unmeasured fresh samples, which a small
+    population could not reach with the default."""
+    return {"population_size": population_size, "init_min_unmeasured": min(50, population_size // 2)}
+
+
 def _evolutionary(options: TuneOptions) -> ms.search_strategy.EvolutionarySearch:
-    return ms.search_strategy.EvolutionarySearch(
-        population_size=options.population_size, init_min_unmeasured=min(50, options.population_size // 2)
-    )
+    return ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size))
 
 
 def _num_threads(options: TuneOptions) -> int | str:

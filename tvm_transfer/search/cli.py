@@ -137,6 +137,7 @@ def copula_strategy(args: argparse.Namespace, options, exclude=None):
             _need_seed_from(args, "--few-shot")
         return None
     from tvm_transfer.search import CopulaSearch
+    from tvm_transfer.tune import evolution_settings
 
     sampler = _sampler(args, exclude)
     return CopulaSearch(
@@ -144,8 +145,7 @@ def copula_strategy(args: argparse.Namespace, options, exclude=None):
         few_shot=getattr(args, "few_shot", False),
         seed=options.seed,
         rank_pool=_rank_pool(args, options),
-        population_size=options.population_size,
-        init_min_unmeasured=min(50, options.population_size // 2),
+        **evolution_settings(options.population_size),
     )
 
 
