@@ -20,6 +20,11 @@ Setup (one run, same tasks, seeds and search settings for every contender):
   **bilstm+anchors-copula-order**, the control: the first batch in the copula's order (nearest task's
   best first), then the same evolution under the BiLSTM.
 
+With ``--bilstm-variant "NAME=VALUE ..."`` every BiLSTM contender runs twice, with the model's defaults
+and with those constructor arguments (its own transfer model, named ``CONTENDER (NAME=VALUE ...)``):
+settings compared on the same tasks, seeds and machine load. ``--contenders`` keeps only some contenders
+(``tvm-xgb-nowarmup``, the reference, always runs).
+
 Each task is tuned with ``ms.tune_tir`` (evolutionary search, population ``--population``, batches of 8)
 for ``--trials`` trials; the curve is the running best latency in measurement order. Every seed of
 ``--seeds`` repeats everything (transfer model, sampling of the few-shot records, search); within a seed
@@ -65,6 +70,7 @@ from tenset_tools.metaschedule import find_databases, read_sidecar
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.cost_models import make_cost_model
+from tvm_transfer.dataset_commands import parse_hyper_parameters
 from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
 from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
@@ -90,8 +96,18 @@ def tvm_flops(mod) -> float:
     return float(estimate_tir_flops(mod))
 
 
-def _transfer_model(frame: pd.DataFrame, network: str, host: str, args, path: Path) -> dict:
-    """Pretrain on other networks x other targets, fine-tune on other networks x host; save to ``path``."""
+def _variant(contender: str) -> tuple[str, str]:
+    """``(contender without its variant, variant)``: ``"bilstm (batch_size=16)"`` -> ``("bilstm",
+    "batch_size=16")``; the variant is ``""`` for the defaults."""
+    name, _, variant = contender.partition(" (")
+    return name, variant.removesuffix(")")
+
+
+def _transfer_model(
+    frame: pd.DataFrame, network: str, host: str, args, path: Path, variant: str = ""
+) -> dict:
+    """Pretrain on other networks x other targets, fine-tune on other networks x host; save to ``path``.
+    ``variant``: ``"NAME=VALUE ..."`` constructor arguments of the BiLSTM (its defaults otherwise)."""
     others = frame[frame["network"] != network]
     source = add_normalised_throughput(others[others["target_id"] != host].reset_index(drop=True))
     on_host = others[others["target_id"] == host]
@@ -100,7 +116,9 @@ def _transfer_model(frame: pd.DataFrame, network: str, host: str, args, path: Pa
     if source.empty or few.empty:
         raise ValueError(f"need records of other targets and of the host target {host} for other networks")
     epochs = 4 if args.quick else 60
-    model = make_cost_model("bilstm", epochs=epochs, seed=args.seed, fine_tune_epochs=args.fine_tune_epochs)
+    params = {"epochs": epochs, "fine_tune_epochs": args.fine_tune_epochs}
+    params.update(parse_hyper_parameters(variant.split()))
+    model = make_cost_model("bilstm", seed=args.seed, **params)
     model.pretrain(source)
     model.fine_tune(few, mode=args.mode)
     model.save(str(path))
@@ -128,17 +146,19 @@ def _strategy(contender: str, sampler: TraceCopulaSampler | None, args):
     """The search strategy of a contender: MetaSchedule's evolutionary search, for the anchored ones
     seeded with the copula sampler's proposals (:class:`CopulaSearch`)."""
     evolution = evolution_settings(args.population)
-    if contender not in ANCHORED:
+    name, _ = _variant(contender)
+    if name not in ANCHORED:
         return ms.search_strategy.EvolutionarySearch(**evolution)
-    rank_pool = args.rank_pool if ANCHORED[contender] else 0
+    rank_pool = args.rank_pool if ANCHORED[name] else 0
     return CopulaSearch(sampler, seed=args.seed, rank_pool=rank_pool, **evolution)
 
 
-def _tune(task, contender: str, model_file: Path, sampler, target, args) -> list[tuple]:
+def _tune(task, contender: str, model_files: dict[str, Path], sampler, target, args) -> list[tuple]:
     """``(schedule module, seconds)`` of every candidate one tuning run of ``task`` with ``contender``
-    measured, in measurement order."""
+    measured, in measurement order. ``model_files``: variant -> transfer model file."""
     if contender.startswith("bilstm"):
         extra = {} if args.online_rounds is None else {"online_rounds": args.online_rounds}
+        model_file = model_files[_variant(contender)[1]]
         cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode, **extra)
     else:
         cost_model = make_cost_model(contender, seed=args.seed)
@@ -158,13 +178,13 @@ def _tune(task, contender: str, model_file: Path, sampler, target, args) -> list
         return records_in_order(Path(work_dir))
 
 
-def _tune_task(task, index: int, model_file: Path, sampler, target, args) -> dict:
+def _tune_task(task, index: int, model_files: dict[str, Path], sampler, target, args) -> dict:
     """One task, every contender (order rotated by task and seed, so no contender always runs first)."""
     shift = (index + args.seed) % len(args.contenders)
     curves, runs = {}, {}
     for contender in args.contenders[shift:] + args.contenders[:shift]:
         begin = time.perf_counter()
-        runs[contender] = _tune(task, contender, model_file, sampler, target, args)
+        runs[contender] = _tune(task, contender, model_files, sampler, target, args)
         latencies = [seconds for _, seconds in runs[contender]]
         curves[contender] = list(running_best(latencies))
         print(f"seed {args.seed} {task.task_name} {contender}: best {min(latencies) * 1e6:.1f} us "
@@ -242,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--online-rounds", type=int, default=None, help="BiLSTM online_rounds (default: model's)"
     )
+    parser.add_argument(
+        "--bilstm-variant",
+        metavar='"NAME=VALUE ..."',
+        help="also run every BiLSTM contender with these constructor arguments (its own transfer model)",
+    )
+    parser.add_argument(
+        "--contenders", help="comma-separated subset of the contenders (tvm-xgb-nowarmup always runs)"
+    )
     args = parser.parse_args(argv)
     args.tasks = args.tasks or (2 if args.quick else 3)
     args.trials = args.trials or (16 if args.quick else 64)
@@ -253,18 +281,23 @@ def main(argv: list[str] | None = None) -> int:
     host = target_id(target)
     frame = pd.concat([read_dataset(p) for p in [args.dataset, *args.extra_dataset]], ignore_index=True)
     sampler = _anchor_sampler(args.seed_from, args.network)
-    args.contenders = ["bilstm", *(ANCHORED if sampler else ()), *BASELINES]
+    args.contenders = _contenders(args, sampler is not None)
     start = time.perf_counter()
     tasks = [t for t in extract_network_tasks(args.network, target) if _task_flops(t) > 0]
     tasks.sort(key=lambda t: -_task_flops(t) * float(t.weight))
     tasks = tasks[: args.tasks]
     rows, transfers = [], {}
     with tempfile.TemporaryDirectory() as scratch:
-        model_files = {}
+        model_files: dict[int, dict[str, Path]] = {}
+        variants = sorted({_variant(c)[1] for c in args.contenders if c.startswith("bilstm")})
         for seed in args.seeds:
             args.seed = seed
-            model_files[seed] = Path(scratch) / f"bilstm_transfer_{seed}.zip"
-            transfers[seed] = _transfer_model(frame, args.network, host, args, model_files[seed])
+            model_files[seed] = {
+                v: Path(scratch) / f"bilstm_transfer_{seed}_{i}.zip" for i, v in enumerate(variants)
+            }
+            for variant, path in model_files[seed].items():
+                # every variant learns from the same source and few-shot records: one summary per seed
+                transfers[seed] = _transfer_model(frame, args.network, host, args, path, variant)
             print(f"seed {seed}: transfer model {transfers[seed]}", flush=True)
         # Tasks outside, seeds inside; the report is rewritten after every (task, seed), so a run stopped
         # early still leaves its finished pairs (the report says how many of the planned ones).
@@ -274,6 +307,21 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(_tune_task(task, index, model_files[seed], sampler, target, args))
                 _report(rows, tasks, transfers, host, args, start)
     return 0
+
+
+def _contenders(args, anchored: bool) -> list[str]:
+    """The contenders to run: ``--contenders`` of the BiLSTM ones (anchored ones with ``--seed-from``),
+    each also with ``--bilstm-variant``, and of the baselines; tvm-xgb-nowarmup (the reference) always."""
+    bilstm = ["bilstm", *(ANCHORED if anchored else ())]
+    known = [*bilstm, *BASELINES]
+    parse_hyper_parameters((args.bilstm_variant or "").split())  # a malformed variant stops here, not later
+    wanted = set(args.contenders.split(",")) if args.contenders else set(known)
+    if wanted - set(known):
+        raise SystemExit(f"unknown contender(s) {sorted(wanted - set(known))}; choose from {known}")
+    wanted.add(BASELINES[0])
+    variants = ["", *([args.bilstm_variant] if args.bilstm_variant else [])]
+    runs = [f"{c} ({v})" if v else c for c in bilstm if c in wanted for v in variants]
+    return [*runs, *(b for b in BASELINES if b in wanted)]
 
 
 def _geomean_table(
