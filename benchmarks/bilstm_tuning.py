@@ -43,6 +43,14 @@ Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1] [--extra-dat
     python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
         --extra-dataset results/bilstm_collected_more.parquet --seed-from results/bilstm_collected_more
 
+and of ``bilstm_tuning_variant.md`` (default vs quantile-scaled, batch-16 BiLSTM, side by side)::
+
+    python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
+        --extra-dataset results/bilstm_collected_more.parquet \
+        --extra-dataset results/bilstm_collected_more_x86-64-v2.parquet \
+        --seed-from results/bilstm_collected_more --contenders bilstm,bilstm+anchors-copula-order \
+        --bilstm-variant "kernel_scaling=quantile batch_size=16" --report-name bilstm_tuning_variant
+
 Writes ``benchmarks/results/bilstm_tuning.*`` (``--report-name``). Takes ~(seeds x tasks x contenders x
 trials x 1-2 s) on the 2-core machine.
 """
