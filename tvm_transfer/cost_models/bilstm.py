@@ -71,6 +71,15 @@ LOSSES = ("rmse", "lambdarank")
 KERNEL_SCALINGS = ("standard", "quantile")
 #: Quantiles per kernel feature kept by ``kernel_scaling="quantile"``.
 _QUANTILES = 65
+#: Hyper-parameters that take one of a fixed set of values.
+_CHOICES = {"loss": LOSSES, "fine_tune_mode": FINE_TUNE_MODES, "kernel_scaling": KERNEL_SCALINGS}
+
+
+def _check_choices(params: dict) -> None:
+    """Raise ``ValueError`` naming the first of ``params`` outside its :data:`_CHOICES`."""
+    for name, allowed in _CHOICES.items():
+        if name in params and params[name] not in allowed:
+            raise ValueError(f"unknown {name} {params[name]!r}; choose one of {', '.join(allowed)}")
 
 
 def _signed_log(x: np.ndarray) -> np.ndarray:
@@ -290,12 +299,7 @@ class BiLSTMCostModel(LearnedCostModel):
         use_hardware_features: bool = True,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
-        if fine_tune_mode not in FINE_TUNE_MODES:
-            raise ValueError(f"unknown fine_tune_mode {fine_tune_mode!r}; choose one of {FINE_TUNE_MODES}")
-        if kernel_scaling not in KERNEL_SCALINGS:
-            raise ValueError(f"unknown kernel_scaling {kernel_scaling!r}; choose one of {KERNEL_SCALINGS}")
+        _check_choices({"loss": loss, "fine_tune_mode": fine_tune_mode, "kernel_scaling": kernel_scaling})
         self.hidden, self.lstm_layers, self.heads = hidden, lstm_layers, heads
         self.task_dim, self.dropout, self.loss = task_dim, dropout, loss
         self.epochs, self.batch_size = epochs, batch_size
@@ -332,16 +336,7 @@ class BiLSTMCostModel(LearnedCostModel):
         )
         if fixed:
             raise ValueError(f"cannot change {fixed} of a fitted model (its weights were fitted with them)")
-        if params.get("loss", self.loss) not in LOSSES:
-            raise ValueError(f"unknown loss {params['loss']!r}; choose one of {', '.join(LOSSES)}")
-        if params.get("kernel_scaling", self.kernel_scaling) not in KERNEL_SCALINGS:
-            raise ValueError(
-                f"unknown kernel_scaling {params['kernel_scaling']!r}; choose one of {KERNEL_SCALINGS}"
-            )
-        if params.get("fine_tune_mode", self.fine_tune_mode) not in FINE_TUNE_MODES:
-            raise ValueError(
-                f"unknown fine_tune_mode {params['fine_tune_mode']!r}; choose one of {FINE_TUNE_MODES}"
-            )
+        _check_choices(params)
         for name, value in params.items():
             setattr(self, name, value)
         return self._public()
