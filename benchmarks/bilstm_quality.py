@@ -6,10 +6,11 @@ held-out target (issue 5), each trained on the full and on the FLOPs-pruned trai
   metrics averaged over the seeds.
 - **by_target**: for each held-out target, the source side is every record of the other targets (several
   targets when ``--extra-dataset`` adds one); ``--few`` random records per task of the held-out target
-  form the fine-tuning set and the rest of its records the test set (normalised on their own). Contenders:
-  every model trained on the source only (zero-shot), on source + the few target records, XGBoost on the
-  few target records only, and the BiLSTM pretrained on the source and fine-tuned on the few target
-  records in each mode (full / head / task / plus).
+  form the fine-tuning set and the rest of its records the test set (normalised on their own), once per
+  seed of ``--seeds`` (each seed samples other few-shot records and seeds the models). Contenders: every
+  model trained on the source only (zero-shot), on source + the few target records, XGBoost on the few
+  target records only, and the BiLSTM pretrained on the source and fine-tuned on the few target records
+  in each mode (full / head / task / plus).
 
 Pruning: ``tenset_tools.prune.prune`` of the training (source) side with ``--flops-coverage``,
 ``--min-norm-throughput``, ``--min-records``. Metrics: ``tenset_tools.metrics.evaluate_predictions``
@@ -124,8 +125,7 @@ class Bench:
                     )  # fmt: skip
 
     # ---- by_target -------------------------------------------------------------------------------------
-    def by_target(self, frame: pd.DataFrame, held_out: str) -> None:
-        seed = self.args.seeds[0]
+    def by_target(self, frame: pd.DataFrame, held_out: str, seed: int) -> None:
         source = add_normalised_throughput(frame[frame["target_id"] != held_out].reset_index(drop=True))
         target = frame[frame["target_id"] == held_out]
         shuffled = target.sample(frac=1.0, random_state=seed)
@@ -133,8 +133,11 @@ class Bench:
         few = add_normalised_throughput(target.loc[few_index].reset_index(drop=True))
         test = add_normalised_throughput(target.drop(index=few_index).reset_index(drop=True))
         pruned, report = self._prune(source)
-        split = f"{held_out} (source: {', '.join(sorted(source['target_id'].unique()))}; {len(few)} few-shot)"
-        extra = {"few_records": len(few), "test_records": len(test)}
+        split = (
+            f"{held_out} seed {seed} (source: {', '.join(sorted(source['target_id'].unique()))}; "
+            f"{len(few)} few-shot)"
+        )
+        extra = {"held_out": held_out, "seed": seed, "few_records": len(few), "test_records": len(test)}
         labels = test["norm_throughput"].to_numpy()
         self._record(
             "by_target",
@@ -167,7 +170,7 @@ class Bench:
                         train_records=len(with_few), size_reduction=reduction, **extra,
                     )  # fmt: skip
                     continue
-                base = Path(self.args.work_dir) / f"{name}_{data}_{held_out.replace('/', '_')}.zip"
+                base = Path(self.args.work_dir) / f"{name}_{data}_{held_out.replace('/', '_')}_{seed}.zip"
                 model.save(str(base))
                 for mode in MODES:
                     from tvm_transfer.cost_models import load_cost_model
@@ -179,6 +182,11 @@ class Bench:
                         evaluate_model(tuned, test), seconds=time.perf_counter() - start,
                         train_records=len(side), size_reduction=reduction, **extra,
                     )  # fmt: skip
+
+
+def _mean(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean metrics per (contender, data), in the order the contenders ran."""
+    return rows.groupby(["contender", "data"], sort=False)[list(METRICS)].mean().reset_index()
 
 
 def _markdown(rows: list[dict], args: argparse.Namespace, reports: dict) -> str:
@@ -196,16 +204,24 @@ def _markdown(rows: list[dict], args: argparse.Namespace, reports: dict) -> str:
             continue
         lines += ["", f"## {section}", ""]
         if section == "by_task":
-            mean = part.groupby(["contender", "data"], sort=False)[list(METRICS)].mean().reset_index()
             lines.append(
                 f"Mean over {len(args.seeds)} by_task splits (seeds {args.seeds}; per-seed rows in the JSON)."
             )
             lines.append(f"Pruning: {reports.get('by_task', '')}")
-            groups = [("all seeds", mean)]
+            groups = [("", _mean(part))]
         else:
-            groups = [(split, part[part["split"] == split]) for split in part["split"].unique()]
+            held_out = list(part["held_out"].unique())
+            lines.append(
+                f"Each held-out target once per seed (seeds {args.seeds}: another few-shot sample and "
+                "model seed); means over them, per-seed rows and source targets in the JSON."
+            )
+            overall = f"### mean over {len(held_out)} held-out targets x {len(args.seeds)} seeds"
+            groups = [(overall, _mean(part))]
+            if len(held_out) > 1:
+                per_target = [(t, part[part["held_out"] == t]) for t in held_out]
+                groups += [(f"### {t}, mean over seeds", _mean(of_t)) for t, of_t in per_target]
         for title, table in groups:
-            lines += ["", f"### {title}" if section == "by_target" else "", ""]
+            lines += ["", title, ""]
             lines += ["| contender | data | pairwise | peak@1 | peak@5 | RMSE |", "|---|---|---|---|---|---|"]
             for _, r in table.iterrows():
                 lines.append(
@@ -223,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         "--extra-dataset", type=Path, action="append", default=[], help="more records (both sections)"
     )
     parser.add_argument("--sections", default="by_task,by_target")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="by_task seeds (default 0 1 2)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="split seeds of both sections (default 0 1 2)"
+    )
     parser.add_argument(
         "--held-out", nargs="+", default=None, help="by_target held-out targets (default all)"
     )
@@ -266,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             ["llvm/x86-64-v3/1"] if args.quick else sorted(everything["target_id"].unique())
         )
         for target in held_out:
-            bench.by_target(everything, target)
+            for seed in args.seeds:
+                bench.by_target(everything, target, seed)
     report = {
         "benchmark": "bilstm_quality",
         "mode": "quick" if args.quick else "full",
