@@ -5,10 +5,11 @@ A work dir holds ``database_workload.json`` (one tuned module per line) and ``da
 read line by line with ``Workload.from_json`` / ``TuningRecord.from_json``, so a corrupt line is counted,
 reported with its file and line number and skipped (loading the whole database in C++ aborts on it).
 
-Per record: the pooled kernel features of the replayed candidate (one ``TuneContext`` per workload and
-target, candidates in batches), the trace-sequence encoding of the stored trace JSON, the FLOPs of the
-task's TIR and the hardware vector of the record's target. MetaSchedule stores failed builds and failed
-runs alike with ``run_secs = [1e10]``; such records are invalid with ``error_kind = "measure_error"``.
+Per record: the per-store kernel feature rows of the replayed candidate and their pooled vector (one
+``TuneContext`` per workload and target, candidates in batches), the trace-sequence encoding of the stored
+trace JSON, the FLOPs of the task's TIR and the hardware vector of the record's target. MetaSchedule
+stores failed builds and failed runs alike with ``run_secs = [1e10]``; such records are invalid with
+``error_kind = "measure_error"``.
 
 A collector may put a sidecar ``tenset_network.json`` next to the database (:func:`write_sidecar`) that
 names the network the tasks were extracted from and each task's weight (occurrences in the network).
@@ -30,7 +31,14 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from .ansor.records import LoadStats
-from .features import HW_FEATURE_NAMES, KernelFeatureExtractor, encode_trace, hardware_features, target_id
+from .features import (
+    HW_FEATURE_NAMES,
+    KernelFeatureExtractor,
+    encode_trace,
+    hardware_features,
+    pool_per_store,
+    target_id,
+)
 from .features.context import feature_context
 from .features.hardware import usable_core_count
 from .schema import DatasetWriter, records_to_table
@@ -286,10 +294,11 @@ class _Converter:
                 stats.add_corrupt(source, pending.line_no, f"trace replay failed ({_short(error)})")
         if not kept:
             return []
-        features = self.extractor.pooled(self._context(task, target), candidates)
+        stores = self.extractor.per_store(self._context(task, target), candidates)
+        features = pool_per_store(stores, self.extractor.per_store_width)
         tid, hw = self._target(target)
         records = []
-        for pending, kernel in zip(kept, features, strict=True):
+        for pending, kernel, store_rows in zip(kept, features, stores, strict=True):
             valid, error_kind, latencies, latency = _measurement(pending.record.run_secs)
             records.append(
                 {
@@ -302,6 +311,7 @@ class _Converter:
                     "candidate_kind": "ms_trace",
                     "candidate": json.dumps(pending.trace_json, separators=(",", ":")),
                     "kernel_features": kernel,
+                    "store_features": store_rows,
                     "sequence_features": encode_trace(pending.trace_json),
                     "hidden_features": None,
                     "valid": valid,

@@ -2,7 +2,9 @@
 
 A record is one measured candidate program of one task on one target. Records are stored as Parquet with
 the schema version and the names of the hardware features in the file's key-value metadata, so that a
-reader can refuse files written under another version instead of misreading them.
+reader can refuse files written under another version instead of misreading them. Files of version 1 are
+still read: version 2 only added ``store_features`` (MetaSchedule's per-store feature rows of each
+candidate, ``(n_stores, 164)``), which they lack and which reads as null.
 
 Units: ``flops`` is the floating-point operation count of one run of the task (a multiply-add counts 2);
 ``latencies`` and ``latency`` are seconds; ``norm_throughput`` is dimensionless (task best / this).
@@ -38,7 +40,9 @@ __all__ = [
     "write_dataset",
 ]
 
-SCHEMA_VERSION: int = 1
+SCHEMA_VERSION: int = 2
+#: Older versions read by adding the columns introduced since, all null (version -> those columns).
+_UPGRADABLE: dict[int, tuple[str, ...]] = {1: ("store_features",)}
 
 CANDIDATE_KINDS = ("ansor_steps", "ms_trace", "vta_knobs")
 
@@ -55,6 +59,7 @@ SCHEMA = pa.schema(
         pa.field("candidate_kind", pa.string(), nullable=False),
         pa.field("candidate", pa.string(), nullable=False),
         pa.field("kernel_features", _FLOAT_LIST),
+        pa.field("store_features", pa.list_(_FLOAT_LIST)),
         pa.field("sequence_features", pa.list_(_FLOAT_LIST)),
         pa.field("hidden_features", _FLOAT_LIST),
         pa.field("valid", pa.bool_(), nullable=False),
@@ -86,6 +91,7 @@ _REQUIRED = (
 )
 _DEFAULTS: dict[str, Any] = {
     "kernel_features": None,
+    "store_features": None,
     "sequence_features": None,
     "hidden_features": None,
     "error_kind": None,
@@ -105,6 +111,8 @@ _DICTIONARY_COLUMNS = (
     "network",
 )
 _STATISTICS_COLUMNS = ("task_id", "op_kind", "flops", "target_id", "valid", "latency", "source", "network")
+
+_MATRIX_COLUMNS = ("store_features", "sequence_features")
 
 _VERSION_KEY = b"tenset_tools.schema_version"
 _HW_NAMES_KEY = b"tenset_tools.hw_feature_names"
@@ -140,13 +148,18 @@ def _check_record(index: int, record: dict) -> None:
         raise ValueError(f"record {index}: a valid record needs a positive latency in seconds, got {latency}")
 
 
-def _sequence_array(values: list) -> pa.Array:
-    """Build the nested sequence column; 2-D numpy blocks take a fast path (no per-float Python objects)."""
-    if not all(isinstance(v, np.ndarray) or v is None for v in values):
-        return pa.array(values, type=SCHEMA.field("sequence_features").type)
+def _matrix_array(values: list) -> pa.Array:
+    """Build a column of per-record matrices (``sequence_features``, ``store_features``): each a list of
+    rows, an object array of rows (as read back) or a 2-D numpy block; all-block columns take a fast path
+    (no per-float Python objects)."""
+    matrix_type = pa.list_(_FLOAT_LIST)
+    blocks = (v is None or (isinstance(v, np.ndarray) and v.ndim == 2 and v.dtype != object) for v in values)
+    if not all(blocks):
+        rows = [None if v is None else [np.asarray(r, dtype=np.float32) for r in v] for v in values]
+        return pa.array(rows, type=matrix_type)
     present = [v for v in values if v is not None]
     if not present:
-        return pa.nulls(len(values), type=SCHEMA.field("sequence_features").type)
+        return pa.nulls(len(values), type=matrix_type)
     rows_per_record = np.array([0 if v is None else v.shape[0] for v in values], dtype=np.int64)
     outer_offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum(rows_per_record, out=outer_offsets[1:])
@@ -163,7 +176,8 @@ def records_to_table(records: list[dict], hw_feature_names: list[str] | None = N
     """Validate record dicts and build a table with :data:`SCHEMA`.
 
     Optional keys take their defaults (``norm_throughput`` NaN, ``weight`` 1.0, features/network/error
-    None). ``sequence_features`` may be a list of rows or a 2-D numpy array per record. When
+    None). ``sequence_features`` and ``store_features`` may be a list of rows or a 2-D numpy array per
+    record. When
     ``hw_feature_names`` is given, it is stored in the table metadata and every ``hw_features`` must have
     that length.
     """
@@ -192,8 +206,8 @@ def columns_to_table(columns: dict[str, Any], hw_feature_names: Sequence[str] | 
         values = columns[field.name]
         if isinstance(values, pa.Array):
             arrays.append(values.cast(field.type))
-        elif field.name == "sequence_features":
-            arrays.append(_sequence_array(values))
+        elif field.name in _MATRIX_COLUMNS:
+            arrays.append(_matrix_array(values))
         else:
             arrays.append(pa.array(values, type=field.type))
     table = pa.Table.from_arrays(arrays, schema=SCHEMA)
@@ -221,11 +235,14 @@ def _as_table(table_or_frame: pa.Table | pd.DataFrame) -> pa.Table:
         # from_pandas reads NaN as null, which the non-nullable float columns reject; NaN is a value there
         # (latency of an invalid record, unknown FLOPs), so those columns are converted as plain numbers.
         plain = [field.name for field in SCHEMA if pa.types.is_floating(field.type)]
-        rest_schema = pa.schema([field for field in SCHEMA if field.name not in plain])
-        rest = pa.Table.from_pandas(frame.drop(columns=plain), schema=rest_schema, preserve_index=False)
+        own = plain + list(_MATRIX_COLUMNS)
+        rest_schema = pa.schema([field for field in SCHEMA if field.name not in own])
+        rest = pa.Table.from_pandas(frame.drop(columns=own), schema=rest_schema, preserve_index=False)
         arrays = [
             pa.array(frame[field.name].to_numpy(dtype=np.float64), type=field.type, from_pandas=False)
             if field.name in plain
+            else _matrix_array(list(frame[field.name]))
+            if field.name in _MATRIX_COLUMNS
             else rest.column(field.name)
             for field in SCHEMA
         ]
@@ -306,10 +323,11 @@ def write_dataset(
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """Return ``{"schema_version": int, "hw_feature_names": list[str], "num_rows": int}`` of a dataset file.
+    """Return ``{"schema_version": int, "hw_feature_names": list[str], "num_rows": int}`` of a dataset file
+    (its own schema version: :data:`SCHEMA_VERSION` or an older one this reader upgrades).
 
     Raises :class:`DatasetFormatError` for a non-Parquet or corrupt file and :class:`SchemaVersionError`
-    when the version is missing or differs from :data:`SCHEMA_VERSION`.
+    when the version is missing or neither :data:`SCHEMA_VERSION` nor upgradable.
     """
     path = os.fspath(path)
     try:
@@ -321,25 +339,38 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     metadata = parquet_meta.metadata or {}
     found = metadata.get(_VERSION_KEY)
     found_text = found.decode() if found is not None else "none"
-    if found_text != str(SCHEMA_VERSION):
+    readable = [str(SCHEMA_VERSION), *(str(v) for v in _UPGRADABLE)]
+    if found_text not in readable:
         raise SchemaVersionError(
-            f"{path}: dataset schema version {found_text}, expected {SCHEMA_VERSION}; {_RECONVERT_HINT}"
+            f"{path}: dataset schema version {found_text}, expected {SCHEMA_VERSION} (readable: "
+            f"{', '.join(readable)}); {_RECONVERT_HINT}"
         )
     names = json.loads(metadata.get(_HW_NAMES_KEY, b"[]"))
-    return {"schema_version": SCHEMA_VERSION, "hw_feature_names": names, "num_rows": parquet_meta.num_rows}
+    return {"schema_version": int(found_text), "hw_feature_names": names, "num_rows": parquet_meta.num_rows}
 
 
 def read_dataset(path: str | os.PathLike, columns: Iterable[str] | None = None) -> pd.DataFrame:
     """Read a dataset file written by :func:`write_dataset` into a frame.
 
     The frame's ``attrs`` carry ``schema_version`` and ``hw_feature_names``. List columns hold numpy
-    arrays (``sequence_features``: an object array of per-step rows). ``columns`` selects a subset.
+    arrays (``sequence_features`` and ``store_features``: object arrays of rows). ``columns`` selects a
+    subset. A file of an older, upgradable version reads as the current schema (added columns null).
     """
-    read_metadata(path)
+    version = read_metadata(path)["schema_version"]
+    added = _UPGRADABLE.get(version, ())
+    wanted = list(columns) if columns is not None else None
     try:
-        table = pq.read_table(path, columns=list(columns) if columns is not None else None)
+        table = pq.read_table(path, columns=[c for c in wanted if c not in added] if wanted else wanted)
     except (pa.ArrowInvalid, OSError) as error:
         raise DatasetFormatError(f"{os.fspath(path)} could not be read as a dataset ({error})") from error
+    for name in added:
+        if wanted is None or name in wanted:
+            column = pa.nulls(table.num_rows, SCHEMA.field(name).type)
+            table = table.append_column(SCHEMA.field(name), column)
+    if wanted is not None:
+        table = table.select(wanted)
+    elif added:
+        table = table.select(SCHEMA.names)
     return table_to_frame(table)
 
 

@@ -9,12 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tvm.rpc
 
+from tenset_tools import SHIPPED_DATASET
 from tenset_tools.metaschedule import SIDECAR_FILE, read_sidecar
 from tenset_tools.schema import read_dataset
-from tvm_transfer.collect import CpuTarget, collect, parse_targets, plan
+from tvm_transfer.collect import CpuTarget, add_store_features, collect, parse_targets, plan
 from tvm_transfer.target import host_cpu_name
 from tvm_transfer.tune import TuneOptions
 
@@ -142,3 +144,18 @@ def test_collect_through_rpc(rpc_tracker, tmp_path):
     assert len(frame) == 4 and frame["valid"].all()
     assert set(frame["target_id"]) == {f"llvm/{host_cpu_name()}/2"}
     assert "load_module" in Path(server_log).read_text()  # the candidates ran on the RPC server
+
+
+def test_store_features_of_collected_records_are_replayed_and_checked():
+    shipped = read_dataset(SHIPPED_DATASET)
+    records = shipped[shipped["network"] == "mlp"].groupby("target_id").head(6).reset_index(drop=True)
+    stripped = records.assign(store_features=None)
+    stripped.loc[0, "candidate"] = "[[], []"  # truncated JSON: cannot be replayed
+    stripped.at[1, "kernel_features"] = stripped.at[1, "kernel_features"] + 1.0  # not the measured program
+    filled, report = add_store_features(stripped, progress=False)
+    assert (report.filled, report.unreplayable, report.mismatched) == (len(records) - 2, 1, 1)
+    assert filled["store_features"].iloc[:2].isna().all()
+    pairs = zip(filled["store_features"].iloc[2:], records["store_features"].iloc[2:], strict=True)
+    for replayed, original in pairs:
+        np.testing.assert_allclose(replayed, np.stack(list(original)), rtol=1e-5, atol=1e-6)
+    assert stripped["store_features"].isna().all()  # the input frame is left alone

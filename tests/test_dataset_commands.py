@@ -1,4 +1,5 @@
-"""`tenset-tools train | eval` and the shipped dataset, end to end: load, split, train, evaluate."""
+"""`tenset-tools train | eval | store-features` and the shipped dataset, end to end: load, split, train,
+evaluate, fill per-store rows."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import json
 import math
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main
 from tenset_tools.metrics import pairwise_accuracy
-from tenset_tools.schema import read_dataset, records_to_table, table_to_frame
+from tenset_tools.schema import SCHEMA_VERSION, read_dataset, read_metadata, records_to_table, table_to_frame
 from tenset_tools.split import split
 from tvm_transfer.dataset_commands import dataset_features, evaluate_model, train_model
 
@@ -81,3 +84,18 @@ def test_records_without_kernel_features_are_refused(capsys):
         dataset_features(table_to_frame(records_to_table([record])))
     assert main(["train", "missing.parquet", "-o", "m.bin"]) == 1
     assert "missing.parquet" in capsys.readouterr().err
+
+
+def test_cli_store_features_fills_a_version_1_file(shipped, tmp_path, capsys):
+    records = shipped[shipped["network"] == "mlp"].head(8)
+    table = pa.Table.from_pandas(records.drop(columns=["store_features"]), preserve_index=False)
+    old = tmp_path / "v1.parquet"
+    pq.write_table(table.replace_schema_metadata({b"tenset_tools.schema_version": b"1"}), old)
+    assert read_dataset(old)["store_features"].isna().all()
+    out = tmp_path / "v2.parquet"
+    assert main(["store-features", str(old), "-o", str(out), "--no-progress"]) == 0
+    assert "| filled | 8 |" in capsys.readouterr().out
+    filled = read_dataset(out)
+    assert read_metadata(out)["schema_version"] == SCHEMA_VERSION
+    for replayed, original in zip(filled["store_features"], records["store_features"], strict=True):
+        np.testing.assert_allclose(np.stack(list(replayed)), np.stack(list(original)), rtol=1e-5, atol=1e-6)

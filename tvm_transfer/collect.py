@@ -8,20 +8,29 @@ the task weights, so re-running the same command measures only what is missing. 
 
 Measurements run locally (the runner's programs limited to the target's core count) or, with ``rpc``,
 on devices registered with a TVM RPC tracker under a device key (``ms.runner.RPCRunner``).
+
+:func:`add_store_features` fills the per-store feature rows of records collected before the dataset
+schema had them, by replaying each record's trace on its task extracted again from its network.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools.ansor import LoadStats
+from tenset_tools.features import KernelFeatureExtractor, pool_per_store
+from tenset_tools.features.context import feature_context
 from tenset_tools.metaschedule import (
     RECORD_FILE,
     convert_databases,
@@ -199,3 +208,86 @@ def collect(
     measured = [job.work_dir for job in jobs if find_databases(job.work_dir)]
     stats = convert_databases(measured, out_file) if out_file and measured else None
     return CollectResult(jobs, new, stats)
+
+
+@dataclass
+class StoreFeatureReport:
+    """What :func:`add_store_features` did: records filled, and records left without per-store rows
+    (``unreplayable``: the trace fails on its task, or their task is not among the network's;
+    ``mismatched``: the rows pool to other values than the record's ``kernel_features``)."""
+
+    filled: int = 0
+    unreplayable: int = 0
+    mismatched: int = 0
+
+
+def add_store_features(
+    frame: pd.DataFrame, num_threads: int = 1, progress: bool = True
+) -> tuple[pd.DataFrame, StoreFeatureReport]:
+    """A copy of a dataset frame collected from :data:`tvm_transfer.networks.NETWORKS` (``tenset-tools
+    collect``) with ``store_features`` filled where it is missing, for files written before the schema
+    had that column (version 1) whose work dirs are gone.
+
+    Each (network, target) pair's tasks are extracted again for the record's target (``llvm/MCPU/CORES``),
+    each record's trace is replayed on its task and lowered, and the per-store rows are kept only where
+    they pool to the record's ``kernel_features`` (a check that the replay is the measured program).
+    Records that cannot be replayed or do not check out stay without rows and are counted in the report.
+    """
+    result = frame.copy()
+    if "store_features" not in result:
+        result["store_features"] = None
+    stores = list(result["store_features"])
+    report = StoreFeatureReport()
+    missing = result[result["store_features"].isna() & (result["candidate_kind"] == "ms_trace")]
+    bar = tqdm(total=len(missing), unit="record", desc="store features", disable=not progress)
+    extractor = KernelFeatureExtractor()
+    for (network, tid), records in missing.groupby(["network", "target_id"], sort=False):
+        target = _target_of_id(tid)
+        tasks = {shash2hex(t.dispatched[0]): t.dispatched[0] for t in extract_network_tasks(network, target)}
+        for key, group in records.groupby("workload_key", sort=False):
+            mod = tasks.get(json.loads(key)[0])
+            rows = _replayed_store_rows(mod, group, target, extractor, num_threads) if mod else {}
+            for position, kernel in zip(group.index, group["kernel_features"], strict=True):
+                matrix = rows.get(position)
+                if matrix is None:
+                    report.unreplayable += 1
+                elif not np.allclose(pool_per_store([matrix])[0], kernel, rtol=1e-5, atol=1e-5):
+                    report.mismatched += 1
+                else:
+                    stores[result.index.get_loc(position)] = matrix
+                    report.filled += 1
+            bar.update(len(group))
+    bar.close()
+    result["store_features"] = stores
+    return result, report
+
+
+def _target_of_id(tid: str) -> tvm.target.Target:
+    kind, mcpu, cores = [*tid.split("/"), "", "", ""][:3]
+    if kind != "llvm" or not cores.isdigit():
+        raise ValueError(f"target id {tid!r} is not a collected CPU target (llvm/MCPU/CORES)")
+    return host_target(mcpu=mcpu, num_cores=int(cores))
+
+
+def _replayed_store_rows(
+    mod: tvm.IRModule,
+    records: pd.DataFrame,
+    target: tvm.target.Target,
+    extractor: KernelFeatureExtractor,
+    num_threads: int,
+) -> dict:
+    """Per-store rows of each record (frame index -> matrix) whose trace replays on ``mod``."""
+    args_info = ms.arg_info.ArgInfo.from_entry_func(mod, remove_preproc=True)
+    candidates, positions = [], []
+    for position, candidate in zip(records.index, records["candidate"], strict=True):
+        schedule = tvm.s_tir.Schedule(mod)
+        try:
+            tvm.s_tir.schedule.Trace.apply_json_to_schedule(json.loads(candidate), schedule)
+        except Exception:  # JSON or TVM errors alike: the record cannot be replayed
+            continue
+        candidates.append(ms.MeasureCandidate(schedule, args_info))
+        positions.append(position)
+    if not candidates:
+        return {}
+    context = feature_context(mod, target, num_threads)
+    return dict(zip(positions, extractor.per_store(context, candidates), strict=True))

@@ -1,4 +1,4 @@
-"""``tenset-tools collect | train | eval``: the dataset commands that need tvm-transfer.
+"""``tenset-tools collect | train | eval | store-features``: the dataset commands that need tvm-transfer.
 
 They join the ``tenset-tools`` command line through the ``tenset_tools.commands`` entry-point group
 (``pyproject.toml``): each ``register_*`` adds one subcommand whose ``run`` returns an exit code. This module
@@ -28,6 +28,7 @@ __all__ = [
     "fine_tune_model",
     "register_collect",
     "register_eval",
+    "register_store_features",
     "register_train",
     "train_model",
 ]
@@ -338,3 +339,43 @@ def register_collect(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--all-tasks", action="store_true", help="also tune tasks of zero FLOPs (reshapes)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(run=_run_collect)
+
+
+# store-features --------------------------------------------------------------------------------------------
+
+
+def _run_store_features(args: argparse.Namespace) -> int:
+    from tenset_tools.schema import read_dataset, write_dataset
+    from tvm_transfer.collect import add_store_features
+
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    start = time.perf_counter()
+    frame, report = add_store_features(read_dataset(args.dataset), progress=not args.no_progress)
+    write_dataset(frame, args.out_file)
+    print(
+        markdown_table(
+            [
+                ("records", len(frame)),
+                ("filled", report.filled),
+                ("not replayable (left empty)", report.unreplayable),
+                ("not matching kernel_features (left empty)", report.mismatched),
+                ("seconds", round(time.perf_counter() - start, 1)),
+            ]
+        )
+    )
+    return 0
+
+
+def register_store_features(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``tenset-tools store-features`` (entry point ``store-features``)."""
+    parser = subparsers.add_parser(
+        "store-features",
+        help="fill the per-store feature rows of a dataset collected before the schema had them",
+        description="Replay every MetaSchedule record's trace on its task (extracted again from its "
+        "network in tvm_transfer.networks for its target) and store the per-store feature rows that "
+        "pool back to its kernel_features; other records are counted and left without rows.",
+    )
+    parser.add_argument("dataset", help="Parquet dataset file (e.g. schema version 1)")
+    parser.add_argument("-o", "--out-file", "--out", required=True, help="output Parquet dataset file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(run=_run_store_features)

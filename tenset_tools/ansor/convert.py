@@ -2,11 +2,11 @@
 
 Per record: ``candidate_kind="ansor_steps"``, ``candidate`` = the original record line (JSON; the steps
 are ``json.loads(candidate)["i"][1][1]``; kept verbatim so that it stays replayable and costs nothing),
-``sequence_features`` = :func:`~tenset_tools.ansor.steps.encode_steps` rows, ``kernel_features`` None
-(Ansor's per-store features need the old TVM), ``hw_features`` = the 8 hardware params (NaN for logs
-without them), ``target_id`` = the ``-model=`` of the target string, else the TenSet hardware folder, else
-the target kind plus its ``-mcpu``/``-arch``. ``network`` None and ``weight`` 1.0: task weights live in
-TenSet's pickled network info, which only the old TVM can read.
+``sequence_features`` = :func:`~tenset_tools.ansor.steps.encode_steps` rows, ``kernel_features`` and
+``store_features`` None (Ansor's per-store features need the old TVM), ``hw_features`` = the 8 hardware
+params (NaN for logs without them), ``target_id`` = the ``-model=`` of the target string, else the TenSet
+hardware folder, else the target kind plus its ``-mcpu``/``-arch``. ``network`` None and ``weight`` 1.0:
+task weights live in TenSet's pickled network info, which only the old TVM can read.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def records_to_arrow(records: list[AnsorRecord], sequence_features: bool = True)
         columns["sequence_features"] = _sequence_column(records)
     else:
         columns["sequence_features"] = pa.nulls(n, SCHEMA.field("sequence_features").type)
-    for name in ("kernel_features", "hidden_features", "network"):
+    for name in ("kernel_features", "store_features", "hidden_features", "network"):
         columns[name] = pa.nulls(n, SCHEMA.field(name).type)
     columns["norm_throughput"] = np.full(n, math.nan)
     columns["weight"] = np.ones(n)

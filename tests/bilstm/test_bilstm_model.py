@@ -23,11 +23,18 @@ def _sample(frame, n, seed=0):
 
 
 @pytest.mark.parametrize(
-    ("loss", "kernel_scaling"), [("rmse", "standard"), ("lambdarank", "standard"), ("rmse", "quantile")]
+    ("loss", "kernel_scaling", "store_sequence"),
+    [
+        ("rmse", "standard", True),
+        ("rmse", "standard", False),
+        ("lambdarank", "standard", True),
+        ("rmse", "quantile", True),
+    ],
 )
-def test_beats_a_constant_predictor_on_held_out_tasks(loss, kernel_scaling, task_split):
+def test_beats_a_constant_predictor_on_held_out_tasks(loss, kernel_scaling, store_sequence, task_split):
     train, test = task_split
-    model = BiLSTMCostModel(loss=loss, kernel_scaling=kernel_scaling, seed=0, **TINY).pretrain(train)
+    settings = {"loss": loss, "kernel_scaling": kernel_scaling, "store_sequence": store_sequence, **TINY}
+    model = BiLSTMCostModel(seed=0, **settings).pretrain(train)
     preds = model.predict_features(model.frame_features(test))
     labels = test["norm_throughput"].to_numpy()
     constant = pairwise_accuracy(labels, np.full(len(test), labels.mean()), _groups(test))
@@ -62,10 +69,12 @@ def test_score_of_a_candidate_does_not_depend_on_its_batch(task_split):
 
 @pytest.fixture(scope="module")
 def pretrained(target_split, tmp_path_factory):
-    """A tiny model pretrained on the source target, saved; and a few target records to fine-tune on."""
+    """A tiny model (with the per-store sequence) pretrained on the source target, saved; and a few target
+    records to fine-tune on."""
     source, target = target_split
     assert set(source["target_id"]) == {SOURCE} and set(target["target_id"]) == {TARGET}
-    model = BiLSTMCostModel(**{**TINY, "epochs": 4, "fine_tune_epochs": 6}).pretrain(source)
+    settings = {**TINY, "epochs": 4, "fine_tune_epochs": 6, "store_sequence": True}
+    model = BiLSTMCostModel(**settings).pretrain(source)
     path = tmp_path_factory.mktemp("bilstm") / "base.zip"
     model.save(str(path))  # a MetaSchedule CostModel: the FFI takes str paths
     few = target.groupby("task_id").head(12).reset_index(drop=True)
@@ -82,13 +91,10 @@ def _changed(before: dict, after: dict, prefix: str) -> bool:
     return any(not torch.equal(before[n], after[n]) for n in names)
 
 
-ENCODER = ("step.", "lstm.", "attention.", "query", "kernel.")
-
-
 @pytest.mark.parametrize(
     ("mode", "trained"),
     [
-        ("full", {"step.", "lstm.", "attention.", "query", "kernel.", "task.", "head."}),
+        ("full", {"trace.", "stores.", "kernel.", "task.", "head."}),
         ("head", {"head."}),
         ("task", {"task.", "head."}),
         ("plus", set()),
@@ -101,7 +107,7 @@ def test_fine_tune_modes_train_the_right_parameters(mode, trained, pretrained):
     base_preds = model.predict_features(model.frame_features(target))
     model.fine_tune(few, mode=mode)
     after = _parameters(model)
-    for prefix in ("step.", "lstm.", "attention.", "query", "kernel.", "task.", "head."):
+    for prefix in ("trace.", "stores.", "kernel.", "task.", "head."):
         assert _changed(base, after, prefix) == (prefix in trained), (mode, prefix)
     preds = model.predict_features(model.frame_features(target))
     assert not np.allclose(preds, base_preds)
@@ -196,9 +202,9 @@ def test_another_version_or_model_is_refused(pretrained, tmp_path):
         for item in src.namelist():
             data = src.read(item)
             if item == "meta.json":
-                data = data.replace(b'"format_version": 1', b'"format_version": 0')
+                data = data.replace(b'"format_version": 2', b'"format_version": 0')
             dst.writestr(item, data)
-    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 1; retrain"):
+    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 2; retrain"):
         load_cost_model(old)
     with pytest.raises(
         CostModelFileError, match="holds a BiLSTMCostModel model; load it with BiLSTMCostModel"
@@ -219,5 +225,9 @@ def test_bad_arguments_are_clear_errors(dataset):
     no_kernel["kernel_features"] = None
     with pytest.raises(ValueError, match="have no kernel_features"):
         BiLSTMCostModel().pretrain(no_kernel)
+    no_stores = dataset.head(20).assign(store_features=None)
+    with pytest.raises(ValueError, match=r"have no store_features; fill them .*add_store_features"):
+        BiLSTMCostModel(store_sequence=True).pretrain(no_stores)
+    BiLSTMCostModel(store_sequence=False, **{**TINY, "epochs": 1}).pretrain(no_stores)  # not needed
     with pytest.raises(ValueError, match="at least one non-empty frame"):
         BiLSTMCostModel().pretrain([])

@@ -13,7 +13,14 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.cli import main
-from tenset_tools.features import POOLED_WIDTH, TRACE_ROW_WIDTH, hardware_features, target_id
+from tenset_tools.features import (
+    PER_STORE_WIDTH,
+    POOLED_WIDTH,
+    TRACE_ROW_WIDTH,
+    hardware_features,
+    pool_per_store,
+    target_id,
+)
 from tenset_tools.metaschedule import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -71,6 +78,12 @@ def test_every_record_converts_with_features_flops_and_target(database, target, 
     assert np.array_equal(frame["hw_features"].iloc[0], hardware_features(target))
     assert set(frame["candidate_kind"]) == {"ms_trace"}
     assert all(len(k) == POOLED_WIDTH and np.abs(k).sum() > 0 for k in frame["kernel_features"])
+    # The per-store rows are what the pooled vector summarises: one row per store, pooled back (up to the
+    # float32 rounding of the stored rows).
+    stores = [np.stack(list(m)) for m in frame["store_features"]]
+    assert all(m.shape[0] >= 1 and m.shape[1] == PER_STORE_WIDTH for m in stores)
+    pooled = np.stack(frame["kernel_features"].to_numpy())
+    np.testing.assert_allclose(pool_per_store(stores), pooled, rtol=1e-6, atol=1e-5)
     first = frame.iloc[0]
     trace = json.loads(first["candidate"])
     assert len(first["sequence_features"]) == len(trace[0])

@@ -23,8 +23,8 @@ from tenset_tools.schema import (
 def test_columns_are_the_documented_order():
     assert COLUMNS[:5] == ("task_id", "workload_key", "op_kind", "flops", "target_id")
     assert COLUMNS[-3:] == ("source", "network", "weight")
-    assert len(COLUMNS) == 19
-    assert SCHEMA_VERSION == 1
+    assert len(COLUMNS) == 20
+    assert SCHEMA_VERSION == 2
 
 
 def test_round_trip_keeps_values_and_metadata(tmp_path):
@@ -38,7 +38,7 @@ def test_round_trip_keeps_values_and_metadata(tmp_path):
     path = tmp_path / "d.parquet"
     write_dataset(table, path)
     frame = read_dataset(path)
-    assert frame.attrs == {"schema_version": 1, "hw_feature_names": ["cores", "vector_bytes"]}
+    assert frame.attrs == {"schema_version": 2, "hw_feature_names": ["cores", "vector_bytes"]}
     assert list(frame.columns) == list(COLUMNS)
     assert frame["latency"].iloc[0] == 2e-3
     assert math.isnan(frame["latency"].iloc[1])
@@ -84,9 +84,35 @@ def test_other_version_is_refused_with_file_versions_and_remedy(tmp_path):
     with pytest.raises(SchemaVersionError) as info:
         read_dataset(path)
     message = str(info.value)
-    assert str(path) in message and "version 0" in message and "expected 1" in message
+    assert str(path) in message and "version 0" in message and "expected 2" in message
     assert "tenset-tools convert" in message
     assert isinstance(info.value, ValueError)
+
+
+def test_store_features_round_trip_as_blocks_and_through_a_frame(tmp_path):
+    stores = np.arange(2 * 164, dtype=np.float32).reshape(2, 164)
+    records = [make_record("t", "c", 1e-3, store_features=stores), make_record("t", "c", 2e-3)]
+    path = tmp_path / "a.parquet"
+    write_dataset(records_to_table(records), path)
+    write_dataset(read_dataset(path), tmp_path / "b.parquet")
+    frame = read_dataset(tmp_path / "b.parquet")
+    assert np.array_equal(np.stack(frame["store_features"].iloc[0]), stores)
+    assert frame["store_features"].iloc[1] is None
+
+
+def test_version_1_files_read_with_empty_store_features(tmp_path):
+    table = records_to_table([make_record("t", "c", 1.0, kernel_features=[1.0])], ["cores", "vector_bytes"])
+    old = table.drop_columns(["store_features"])
+    path = tmp_path / "v1.parquet"
+    metadata = {**old.schema.metadata, b"tenset_tools.schema_version": b"1"}
+    pq.write_table(old.replace_schema_metadata(metadata), path)
+    assert schema.read_metadata(path)["schema_version"] == 1
+    frame = read_dataset(path)
+    assert list(frame.columns) == list(COLUMNS) and frame["store_features"].isna().all()
+    assert frame.attrs == {"schema_version": 2, "hw_feature_names": ["cores", "vector_bytes"]}
+    assert frame["kernel_features"].iloc[0].tolist() == [1.0]
+    subset = read_dataset(path, columns=["latency", "store_features"])
+    assert list(subset.columns) == ["latency", "store_features"] and subset["store_features"].isna().all()
 
 
 def test_missing_version_is_refused(tmp_path):

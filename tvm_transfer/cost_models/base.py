@@ -25,7 +25,7 @@ from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
 
 #: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FORMAT_NAME = "tvm-transfer-cost-model"
 
 

@@ -6,6 +6,9 @@ The network reads a candidate as
 - its **schedule trace** (one :data:`~tenset_tools.features.TRACE_ROW_WIDTH`-float row per instruction,
   :func:`tenset_tools.features.encode_trace`) through a bidirectional LSTM (3 layers by default) whose
   outputs are pooled by multi-head attention (2 heads by default: learned queries over the valid steps);
+- with ``store_sequence=True``, its **per-store feature rows** (MetaSchedule's ``PerStoreFeature``, one
+  164-float row per ``BufferStore``, signed-log, standardised) through a one-layer bidirectional LSTM
+  pooled by attention;
 - its **pooled per-store kernel features** (328 floats, signed-log, then standardised or, with
   ``kernel_scaling="quantile"``, mapped through their training quantiles) through a small MLP;
 - a **task embedding** (op kind one-hot, log FLOPs, argument shapes: :func:`bilstm_data.task_vector`);
@@ -13,11 +16,10 @@ The network reads a candidate as
 
 and regresses the normalised throughput (or ranks within a task with LambdaRank) from their concatenation.
 
-Why the trace sequence and not the per-store rows: every dataset record stores its trace sequence (the
-per-store rows would need the schedule replayed and lowered again), the trace states the scheduling
-decisions in order (tile factors, loop order, annotations), which is what the LSTM is for, and the
-per-store information is not lost: its pooled form is an input too. Encoding a trace costs ~0.5 ms per
-candidate, on top of the per-store extraction every model here pays.
+The trace states the scheduling decisions in order (tile factors, loop order, annotations), which is what
+the LSTM is for; the per-store rows describe the program they produced, store by store, which the pooled
+vector (sum and max over stores) summarises but mixes across stores. While tuning, the per-store rows come
+with the extraction every model here pays for; encoding a trace costs ~0.5 ms per candidate.
 
 Transfer: :meth:`BiLSTMCostModel.pretrain` fits on source datasets and remembers those weights as the
 *base*; every later fit (:meth:`~BiLSTMCostModel.fine_tune` on target records, or MetaSchedule's
@@ -62,7 +64,14 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tvm_transfer.cost_models import bilstm_data as data
 from tvm_transfer.cost_models.base import LearnedCostModel, normalised_throughput
-from tvm_transfer.features import TRACE_ROW_WIDTH, candidate_trace_json, encode_trace, hardware_features
+from tvm_transfer.features import (
+    PER_STORE_WIDTH,
+    TRACE_ROW_WIDTH,
+    candidate_trace_json,
+    encode_trace,
+    hardware_features,
+    pool_per_store,
+)
 
 __all__ = ["FINE_TUNE_MODES", "KERNEL_SCALINGS", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
 
@@ -73,6 +82,12 @@ KERNEL_SCALINGS = ("standard", "quantile")
 _QUANTILES = 65
 #: Hyper-parameters that take one of a fixed set of values.
 _CHOICES = {"loss": LOSSES, "fine_tune_mode": FINE_TUNE_MODES, "kernel_scaling": KERNEL_SCALINGS}
+
+
+#: Constructor arguments that shape the network or its inputs: fixed once a model is fitted.
+_ARCHITECTURE = (
+    "hidden", "lstm_layers", "heads", "task_dim", "max_sequence", "kernel_scaling", "store_sequence",
+)  # fmt: skip
 
 
 def _check_choices(params: dict) -> None:
@@ -87,51 +102,70 @@ def _signed_log(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * np.log1p(np.abs(x))
 
 
+class _AttentionLSTM(nn.Module):
+    """A bidirectional LSTM over a sequence of feature rows, pooled by multi-head attention (a learned
+    query over the valid steps): the encoder of the trace and of the per-store rows."""
+
+    def __init__(self, width: int, hidden: int, layers: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.step = nn.Sequential(nn.Linear(width, hidden), nn.ReLU())
+        self.lstm = nn.LSTM(
+            hidden,
+            hidden,
+            num_layers=layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.query = nn.Parameter(torch.randn(1, 1, 2 * hidden) * 0.1)
+        self.attention = nn.MultiheadAttention(2 * hidden, heads, batch_first=True)
+
+    def forward(self, lengths: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``(n, 2 * hidden)`` pooled encodings of ``rows`` ``(n, steps, width)``, of which the first
+        ``lengths`` are valid (an empty sequence reads one zero row)."""
+        # Padded, not packed: the CPU LSTM runs ~3x faster on a dense batch. Padding only touches the
+        # backward direction's first steps, and the attention never looks at padded positions.
+        encoded, _ = self.lstm(self.step(rows))
+        padding = torch.arange(rows.shape[1])[None, :] >= lengths.clamp(min=1)[:, None]
+        query = self.query.expand(len(encoded), -1, -1)
+        pooled, _ = self.attention(query, encoded, encoded, key_padding_mask=padding, need_weights=False)
+        return pooled[:, 0]
+
+
 class BiLSTMNet(nn.Module):
-    """The network: sequence encoder, kernel encoder, task embedding, hardware input, regression head."""
+    """The network: trace encoder, per-store encoder (optional), kernel encoder, task embedding, hardware
+    input, regression head."""
 
     def __init__(
-        self, hidden: int, lstm_layers: int, heads: int, task_dim: int, dropout: float, hardware: bool
+        self,
+        hidden: int,
+        lstm_layers: int,
+        heads: int,
+        task_dim: int,
+        dropout: float,
+        hardware: bool,
+        stores: bool = False,
     ) -> None:
         super().__init__()
         if (2 * hidden) % heads:
             raise ValueError(f"2 * hidden ({2 * hidden}) must be divisible by heads ({heads})")
         self.use_hardware = hardware
-        self.step = nn.Sequential(nn.Linear(TRACE_ROW_WIDTH, hidden), nn.ReLU())
-        self.lstm = nn.LSTM(
-            hidden,
-            hidden,
-            num_layers=lstm_layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if lstm_layers > 1 else 0.0,
-        )
-        self.query = nn.Parameter(torch.randn(1, 1, 2 * hidden) * 0.1)
-        self.attention = nn.MultiheadAttention(2 * hidden, heads, batch_first=True)
+        self.trace = _AttentionLSTM(TRACE_ROW_WIDTH, hidden, lstm_layers, heads, dropout)
         self.kernel = nn.Sequential(nn.Linear(data.POOLED_WIDTH, hidden), nn.ReLU())
         self.task = nn.Sequential(nn.Linear(data.TASK_WIDTH, task_dim), nn.ReLU())
-        joined = 2 * hidden + hidden + task_dim + data.HW_WIDTH
+        self.stores = _AttentionLSTM(PER_STORE_WIDTH, hidden, 1, heads, 0.0) if stores else None
+        joined = 2 * hidden + hidden + task_dim + data.HW_WIDTH + (2 * hidden if stores else 0)
         self.head = nn.Sequential(
             nn.Linear(joined, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
         )
 
-    def encoder_modules(self) -> list[nn.Module]:
-        """The sequence encoder (step projection, LSTM, attention) and the kernel encoder."""
-        return [self.step, self.lstm, self.attention, self.kernel]
-
-    def forward(self, kernel, hardware, task, lengths, sequences) -> torch.Tensor:
-        steps = self.step(sequences)
-        lengths = lengths.clamp(min=1)  # an empty trace reads one zero row
-        # Padded, not packed: the CPU LSTM runs ~3x faster on a dense batch. Padding only touches the
-        # backward direction's first steps, and the attention never looks at padded positions.
-        encoded, _ = self.lstm(steps)
-        padding = torch.arange(steps.shape[1])[None, :] >= lengths[:, None]
-        query = self.query.expand(len(encoded), -1, -1)
-        pooled, _ = self.attention(query, encoded, encoded, key_padding_mask=padding, need_weights=False)
+    def forward(self, kernel, hardware, task, lengths, sequences, store_counts, stores) -> torch.Tensor:
         if not self.use_hardware:
             hardware = torch.zeros_like(hardware)
-        joined = torch.cat([pooled[:, 0], self.kernel(kernel), self.task(task), hardware], dim=1)
-        return self.head(joined).squeeze(1)
+        parts = [self.trace(lengths, sequences), self.kernel(kernel), self.task(task), hardware]
+        if self.stores is not None:
+            parts.append(self.stores(store_counts, stores))
+        return self.head(torch.cat(parts, dim=1)).squeeze(1)
 
 
 class _Inputs:
@@ -146,6 +180,9 @@ class _Inputs:
         )
         self.task = torch.from_numpy(((task - stats["t_mean"]) / stats["t_scale"]).astype(np.float32))
         self.lengths = torch.from_numpy(lengths)
+        counts, stores = data.unpack_stores(rows)
+        self.store_counts = torch.from_numpy(counts)
+        self.stores = torch.from_numpy(_scaled_stores(stores, stats))
         if sequences.shape[1] < longest:  # keep whole buckets
             sequences = np.pad(sequences, ((0, 0), (0, longest - sequences.shape[1]), (0, 0)))
         self.sequences = torch.from_numpy(np.ascontiguousarray(sequences[:, :longest]))
@@ -164,6 +201,8 @@ class _Inputs:
             self.task[index],
             lengths,
             self.sequences[index, :longest],
+            self.store_counts[index],
+            self.stores[index],
         )
 
 
@@ -176,32 +215,56 @@ def _bucket(length: int) -> int:
     return max(1, math.ceil(length / _BUCKET)) * _BUCKET
 
 
-def _scaled_kernel(kernel: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
-    """Signed-log kernel features, standardised, or mapped to [-1, 1] through the training quantiles when
-    the statistics hold them (``kernel_scaling="quantile"``; values outside the training range clip)."""
-    kernel = _signed_log(kernel)
-    if "k_quantiles" not in stats:
-        return ((kernel - stats["k_mean"]) / stats["k_scale"]).astype(np.float32)
-    grid = np.linspace(-1.0, 1.0, len(stats["k_quantiles"]))
-    scaled = np.empty(kernel.shape, dtype=np.float32)
-    for j, quantiles in enumerate(stats["k_quantiles"].T):
-        scaled[:, j] = np.interp(kernel[:, j], quantiles, grid)
+def _scaled(values: np.ndarray, stats: dict[str, np.ndarray], prefix: str) -> np.ndarray:
+    """Signed-log features, standardised, or mapped to [-1, 1] through the training quantiles when the
+    statistics hold them (``kernel_scaling="quantile"``; values outside the training range clip).
+    ``prefix`` picks the statistics: ``"k"`` the pooled kernel features, ``"s"`` the per-store rows."""
+    values = _signed_log(values)
+    quantile_table = stats.get(f"{prefix}_quantiles")
+    if quantile_table is None:
+        return ((values - stats[f"{prefix}_mean"]) / stats[f"{prefix}_scale"]).astype(np.float32)
+    grid = np.linspace(-1.0, 1.0, len(quantile_table))
+    scaled = np.empty(values.shape, dtype=np.float32)
+    for j, quantiles in enumerate(quantile_table.T):
+        scaled[..., j] = np.interp(values[..., j], quantiles, grid)
     return scaled
 
 
-def _statistics(rows: np.ndarray, kernel_scaling: str = "standard") -> dict[str, np.ndarray]:
-    kernel, hardware, task, _, _ = data.unpack(rows)
-    kernel, hardware = _signed_log(kernel), np.log2(1 + np.abs(hardware))
-    quantiles = {}
+def _scaled_kernel(kernel: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """The pooled kernel features as the network reads them (:func:`_scaled`)."""
+    return _scaled(kernel, stats, "k")
+
+
+def _scaled_stores(stores: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """The per-store rows as the network reads them (:func:`_scaled`); zeros for a model without them."""
+    if "s_mean" not in stats:
+        return np.zeros(stores.shape, dtype=np.float32)
+    return _scaled(stores, stats, "s")
+
+
+def _feature_statistics(values: np.ndarray, prefix: str, kernel_scaling: str) -> dict[str, np.ndarray]:
+    """Mean, scale (floored) and, for ``kernel_scaling="quantile"``, the quantiles of signed-log features."""
+    values = _signed_log(values)
+    stats = {f"{prefix}_mean": values.mean(0), f"{prefix}_scale": np.maximum(values.std(0), 0.1)}
     if kernel_scaling == "quantile":
         # Heavy-tailed byte and FLOP counts: ranks carry the order the trees split on, not the scale.
-        quantiles["k_quantiles"] = np.quantile(kernel, np.linspace(0.0, 1.0, _QUANTILES), axis=0)
+        stats[f"{prefix}_quantiles"] = np.quantile(values, np.linspace(0.0, 1.0, _QUANTILES), axis=0)
+    return stats
+
+
+def _statistics(rows: np.ndarray, kernel_scaling: str = "standard") -> dict[str, np.ndarray]:
+    counts, stores = data.unpack_stores(rows)
+    present = stores[np.arange(data.MAX_STORES)[None, :] < counts[:, None]]
+    kernel, hardware, task, _, _ = data.unpack(rows)
+    hardware = np.log2(1 + np.abs(hardware))
     # Floors on the scales: a feature (nearly) constant in the training data, e.g. the hardware vector when
     # pretraining on one target, must not turn a new target's values into inputs in the thousands.
     return {
-        "k_mean": kernel.mean(0), "k_scale": np.maximum(kernel.std(0), 0.1),
+        **_feature_statistics(kernel, "k", kernel_scaling),
+        # Standardised whatever kernel_scaling says: quantile-mapped store rows ranked worse (dev splits).
+        **(_feature_statistics(present, "s", "standard") if len(present) else {}),
         "h_mean": hardware.mean(0), "h_scale": np.maximum(hardware.std(0), 1.0),
-        "t_mean": task.mean(0), "t_scale": np.maximum(task.std(0), 0.1), **quantiles,
+        "t_mean": task.mean(0), "t_scale": np.maximum(task.std(0), 0.1),
     }  # fmt: skip
 
 
@@ -257,6 +320,12 @@ class BiLSTMCostModel(LearnedCostModel):
         How the (signed-log) kernel features enter the network: ``"standard"`` (standardised) or
         ``"quantile"`` (each feature through its pretraining quantiles onto [-1, 1]). Fixed at
         (pre)training.
+    store_sequence:
+        Also read the candidate's per-store feature rows (``store_features``, at most
+        :data:`~bilstm_data.MAX_STORES`) through a one-layer bidirectional LSTM pooled by attention, joined
+        with the other inputs. Datasets need the column (schema version 2 or
+        ``tvm_transfer.collect.add_store_features``); while tuning the rows come with the features every
+        model extracts. Fixed at (pre)training.
     max_sequence:
         Trace instructions kept per candidate (longer traces are truncated).
     threads:
@@ -268,7 +337,7 @@ class BiLSTMCostModel(LearnedCostModel):
         "hidden", "lstm_layers", "heads", "task_dim", "dropout", "loss", "epochs", "batch_size",
         "learning_rate", "weight_decay", "patience", "validation_fraction", "fine_tune_mode",
         "fine_tune_epochs", "fine_tune_learning_rate", "residual_rounds", "online_rounds", "online_growth",
-        "kernel_scaling", "max_sequence", "threads",
+        "kernel_scaling", "store_sequence", "max_sequence", "threads",
     )  # fmt: skip
 
     def __init__(
@@ -293,6 +362,7 @@ class BiLSTMCostModel(LearnedCostModel):
         online_rounds: int = 40,
         online_growth: float = 2.0,
         kernel_scaling: str = "standard",
+        store_sequence: bool = False,
         max_sequence: int = data.MAX_SEQUENCE,
         threads: int = 1,
         seed: int = 0,
@@ -309,6 +379,7 @@ class BiLSTMCostModel(LearnedCostModel):
         self.fine_tune_learning_rate, self.residual_rounds = fine_tune_learning_rate, residual_rounds
         self.online_rounds, self.online_growth = online_rounds, online_growth
         self.kernel_scaling, self.max_sequence, self.threads = kernel_scaling, max_sequence, threads
+        self.store_sequence = store_sequence
         self._net: BiLSTMNet | None = None
         self._stats: dict[str, np.ndarray] | None = None
         self._base_state: dict | None = None  # pretrained weights every fine-tuning starts from
@@ -322,8 +393,8 @@ class BiLSTMCostModel(LearnedCostModel):
 
     def set_params(self, **params) -> BiLSTMCostModel:
         """Change hyper-parameters (scikit-learn convention), e.g. ``fine_tune_mode`` of a loaded model.
-        The architecture (``hidden``, ``lstm_layers``, ``heads``, ``task_dim``, ``max_sequence``) and the
-        ``kernel_scaling`` of a fitted model cannot change."""
+        The architecture and inputs of a fitted model (``_ARCHITECTURE``: ``hidden``, ``lstm_layers``,
+        ``heads``, ``task_dim``, ``max_sequence``, ``kernel_scaling``, ``store_sequence``) cannot change."""
         unknown = sorted(set(params) - set(self.hyper_parameters))
         if unknown:
             raise ValueError(
@@ -331,7 +402,7 @@ class BiLSTMCostModel(LearnedCostModel):
             )
         fixed = sorted(
             name
-            for name in ("hidden", "lstm_layers", "heads", "task_dim", "max_sequence", "kernel_scaling")
+            for name in _ARCHITECTURE
             if name in params and self._net is not None and params[name] != getattr(self, name)
         )
         if fixed:
@@ -368,15 +439,16 @@ class BiLSTMCostModel(LearnedCostModel):
         """Packed rows (:mod:`~tvm_transfer.cost_models.bilstm_data`) of MetaSchedule candidates."""
         if not candidates:
             return np.zeros((0, data.row_width(self.max_sequence)), dtype=np.float32)
-        kernel = self._extractor.pooled(context, candidates)
+        stores = self._extractor.per_store(context, candidates)
+        kernel = pool_per_store(stores, PER_STORE_WIDTH)
         hardware = np.broadcast_to(hardware_features(context.target).astype(np.float32), (len(kernel), 8))
         task = np.broadcast_to(self._task_of(context, candidates[0]), (len(kernel), data.TASK_WIDTH))
         sequences = [encode_trace(candidate_trace_json(c)) for c in candidates]
-        return data.pack(kernel, hardware, task, sequences, self.max_sequence)
+        return data.pack(kernel, hardware, task, sequences, self.max_sequence, stores)
 
     def frame_features(self, frame: pd.DataFrame) -> np.ndarray:
         """Packed rows of a schema frame's records (the columns of :meth:`features`)."""
-        return data.frame_rows(frame, self.max_sequence)
+        return data.frame_rows(frame, self.max_sequence, stores=self.store_sequence)
 
     # ---- transfer API ----------------------------------------------------------------------------------
     def fit_frame(self, frame: pd.DataFrame) -> BiLSTMCostModel:
@@ -500,7 +572,13 @@ class BiLSTMCostModel(LearnedCostModel):
 
     def _new_net(self) -> BiLSTMNet:
         return BiLSTMNet(
-            self.hidden, self.lstm_layers, self.heads, self.task_dim, self.dropout, self.use_hardware_features
+            self.hidden,
+            self.lstm_layers,
+            self.heads,
+            self.task_dim,
+            self.dropout,
+            self.use_hardware_features,
+            self.store_sequence,
         )
 
     def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:

@@ -1,13 +1,14 @@
 """Inputs of the BiLSTM cost model, packed into one fixed-width float row per candidate.
 
-A row is ``[pooled kernel features (328) | hardware features (8) | task vector (TASK_WIDTH) | sequence
-length (1) | trace-sequence rows (MAX_SEQUENCE x TRACE_ROW_WIDTH, zero-padded)]``. Packing everything into
-one row lets the model reuse :class:`~tvm_transfer.cost_models.base.LearnedCostModel`'s bookkeeping
-(measurements, per-group normalisation, the saved training data) unchanged; the model unpacks the row.
+A row is ``[pooled kernel features (328) | hardware features (8) | task vector (TASK_WIDTH) | store count
+(1) | per-store rows (MAX_STORES x 164, zero-padded) | sequence length (1) | trace-sequence rows
+(MAX_SEQUENCE x TRACE_ROW_WIDTH, zero-padded)]``. Packing everything into one row lets the model reuse
+:class:`~tvm_transfer.cost_models.base.LearnedCostModel`'s bookkeeping (measurements, per-group
+normalisation, the saved training data) unchanged; the model unpacks the row.
 
 The same rows come from a dataset frame (:func:`frame_rows`: the columns ``kernel_features``,
-``hw_features``, ``op_kind``, ``flops``, ``workload_key``, ``sequence_features``) and from candidates of
-a MetaSchedule run (:func:`candidate_rows`), both through the shared feature code of
+``store_features``, ``hw_features``, ``op_kind``, ``flops``, ``workload_key``, ``sequence_features``) and
+from candidates of a MetaSchedule run (``BiLSTMCostModel.features``), both through the shared feature code of
 :mod:`tenset_tools.features`, so a model pretrained on a dataset scores tuning candidates consistently.
 """
 
@@ -19,18 +20,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tvm_transfer.features import POOLED_WIDTH, TRACE_ROW_WIDTH, encode_trace
+from tvm_transfer.features import PER_STORE_WIDTH, POOLED_WIDTH, TRACE_ROW_WIDTH, encode_trace
 
 __all__ = [
     "HW_WIDTH",
     "MAX_SEQUENCE",
+    "MAX_STORES",
     "OP_KINDS",
     "TASK_WIDTH",
     "frame_rows",
     "row_width",
     "sequence_matrices",
+    "store_matrices",
     "task_vector",
     "unpack",
+    "unpack_stores",
 ]
 
 #: Op kinds of :func:`tenset_tools.metaschedule.op_kind_of` (and Ansor's workload parser); others -> "other".
@@ -45,11 +49,16 @@ TASK_WIDTH = len(OP_KINDS) + 1 + 3 + _SHAPE_SLOTS
 HW_WIDTH = 8
 #: Trace instructions kept per candidate; longer traces are truncated (the dataset's longest has 78).
 MAX_SEQUENCE = 128
+#: Per-store feature rows kept per candidate (the collected datasets have at most 6).
+MAX_STORES = 8
+#: Width of the per-store block: the store count, then MAX_STORES zero-padded rows.
+_STORE_BLOCK = 1 + MAX_STORES * PER_STORE_WIDTH
+_FIXED = POOLED_WIDTH + HW_WIDTH + TASK_WIDTH
 
 
 def row_width(max_sequence: int = MAX_SEQUENCE) -> int:
     """Width of one packed row."""
-    return POOLED_WIDTH + HW_WIDTH + TASK_WIDTH + 1 + max_sequence * TRACE_ROW_WIDTH
+    return _FIXED + _STORE_BLOCK + 1 + max_sequence * TRACE_ROW_WIDTH
 
 
 def task_vector(op_kind: str, flops: float, shapes: Sequence[Sequence[int]]) -> np.ndarray:
@@ -87,14 +96,21 @@ def pack(
     tasks: np.ndarray,
     sequences: Sequence[np.ndarray],
     max_sequence: int = MAX_SEQUENCE,
+    stores: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
     """Pack per-candidate parts into rows (see the module docstring)."""
     n = len(kernel)
     rows = np.zeros((n, row_width(max_sequence)), dtype=np.float32)
-    offset = POOLED_WIDTH + HW_WIDTH + TASK_WIDTH
     rows[:, :POOLED_WIDTH] = kernel
     rows[:, POOLED_WIDTH : POOLED_WIDTH + HW_WIDTH] = hardware
-    rows[:, POOLED_WIDTH + HW_WIDTH : offset] = tasks
+    rows[:, POOLED_WIDTH + HW_WIDTH : _FIXED] = tasks
+    if stores is not None:
+        store_rows = rows[:, _FIXED + 1 : _FIXED + _STORE_BLOCK].reshape(n, MAX_STORES, PER_STORE_WIDTH)
+        for i, matrix in enumerate(stores):
+            count = min(len(matrix), MAX_STORES)
+            rows[i, _FIXED] = count
+            store_rows[i, :count] = matrix[:count]
+    offset = _FIXED + _STORE_BLOCK
     flat = rows[:, offset + 1 :].reshape(n, max_sequence, TRACE_ROW_WIDTH)
     for i, sequence in enumerate(sequences):
         length = min(len(sequence), max_sequence)
@@ -107,16 +123,24 @@ def pack(
 def unpack(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(kernel, hardware, task, lengths, sequences)`` views of packed rows; sequences are
     ``(n, max_sequence, TRACE_ROW_WIDTH)``."""
-    offset = POOLED_WIDTH + HW_WIDTH + TASK_WIDTH
+    offset = _FIXED + _STORE_BLOCK
     width = rows.shape[1] - offset - 1
     if width <= 0 or width % TRACE_ROW_WIDTH:
         raise ValueError(f"rows of width {rows.shape[1]} are not packed BiLSTM inputs (see row_width)")
     return (
         rows[:, :POOLED_WIDTH],
         rows[:, POOLED_WIDTH : POOLED_WIDTH + HW_WIDTH],
-        rows[:, POOLED_WIDTH + HW_WIDTH : offset],
+        rows[:, POOLED_WIDTH + HW_WIDTH : _FIXED],
         rows[:, offset].astype(np.int64),
         rows[:, offset + 1 :].reshape(len(rows), width // TRACE_ROW_WIDTH, TRACE_ROW_WIDTH),
+    )
+
+
+def unpack_stores(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(store counts, stores)`` of packed rows; stores are ``(n, MAX_STORES, PER_STORE_WIDTH)``."""
+    return (
+        rows[:, _FIXED].astype(np.int64),
+        rows[:, _FIXED + 1 : _FIXED + _STORE_BLOCK].reshape(len(rows), MAX_STORES, PER_STORE_WIDTH),
     )
 
 
@@ -138,8 +162,9 @@ def sequence_matrices(frame) -> list[np.ndarray]:
     return matrices
 
 
-def frame_rows(frame, max_sequence: int = MAX_SEQUENCE) -> np.ndarray:
-    """Packed rows of every record of a schema frame (MetaSchedule records with kernel features)."""
+def frame_rows(frame, max_sequence: int = MAX_SEQUENCE, stores: bool = True) -> np.ndarray:
+    """Packed rows of every record of a schema frame (MetaSchedule records with kernel features, and with
+    per-store rows unless ``stores`` is False: their block is then left empty)."""
     if frame["kernel_features"].isna().any():
         raise ValueError(
             f"{int(frame['kernel_features'].isna().sum())} of {len(frame)} records have no kernel_features; "
@@ -153,4 +178,21 @@ def frame_rows(frame, max_sequence: int = MAX_SEQUENCE) -> np.ndarray:
             for op, flops, key in zip(frame["op_kind"], frame["flops"], frame["workload_key"], strict=True)
         ]
     )
-    return pack(kernel, hardware, tasks, sequence_matrices(frame), max_sequence)
+    store_rows = store_matrices(frame) if stores else None
+    return pack(kernel, hardware, tasks, sequence_matrices(frame), max_sequence, store_rows)
+
+
+def store_matrices(frame) -> list[np.ndarray]:
+    """The per-store rows (``store_features``, ``(n_stores, PER_STORE_WIDTH)``) of every record of a schema
+    frame; raises ValueError naming the remedy when records lack them (files of schema version 1)."""
+    missing = frame["store_features"].isna() if "store_features" in frame else np.ones(len(frame), bool)
+    if missing.any():
+        raise ValueError(
+            f"{int(missing.sum())} of {len(frame)} records have no store_features; fill them "
+            "(tvm_transfer.collect.add_store_features, or convert the MetaSchedule work dirs again) or use "
+            "a BiLSTM without the store sequence (store_sequence=False)"
+        )
+    return [
+        np.stack(list(m)).astype(np.float32) if len(m) else np.zeros((0, PER_STORE_WIDTH), np.float32)
+        for m in frame["store_features"]
+    ]
