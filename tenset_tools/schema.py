@@ -177,9 +177,8 @@ def records_to_table(records: list[dict], hw_feature_names: list[str] | None = N
 
     Optional keys take their defaults (``norm_throughput`` NaN, ``weight`` 1.0, features/network/error
     None). ``sequence_features`` and ``store_features`` may be a list of rows or a 2-D numpy array per
-    record. When
-    ``hw_feature_names`` is given, it is stored in the table metadata and every ``hw_features`` must have
-    that length.
+    record. When ``hw_feature_names`` is given, it is stored in the table metadata and every
+    ``hw_features`` must have that length.
     """
     for index, record in enumerate(records):
         _check_record(index, record)

@@ -9,7 +9,10 @@ from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tenset_tools.split import by_target, by_task
 
 #: A tiny configuration: trains in seconds on 2 cores, still learns something.
-TINY = {"hidden": 16, "lstm_layers": 2, "heads": 2, "task_dim": 8, "epochs": 8, "patience": 4, "threads": 1}
+TINY = {
+    "hidden": 16, "lstm_layers": 2, "heads": 2, "task_dim": 8, "epochs": 8, "patience": 4, "batch_size": 64,
+    "threads": 1,
+}  # fmt: skip
 SOURCE, TARGET = "llvm/znver4/2", "llvm/x86-64-v3/1"
 
 

@@ -69,12 +69,10 @@ def test_score_of_a_candidate_does_not_depend_on_its_batch(task_split):
 
 @pytest.fixture(scope="module")
 def pretrained(target_split, tmp_path_factory):
-    """A tiny model (with the per-store sequence) pretrained on the source target, saved; and a few target
-    records to fine-tune on."""
+    """A tiny model pretrained on the source target, saved; and a few target records to fine-tune on."""
     source, target = target_split
     assert set(source["target_id"]) == {SOURCE} and set(target["target_id"]) == {TARGET}
-    settings = {**TINY, "epochs": 4, "fine_tune_epochs": 6, "store_sequence": True}
-    model = BiLSTMCostModel(**settings).pretrain(source)
+    model = BiLSTMCostModel(**{**TINY, "epochs": 4, "fine_tune_epochs": 6}).pretrain(source)
     path = tmp_path_factory.mktemp("bilstm") / "base.zip"
     model.save(str(path))  # a MetaSchedule CostModel: the FFI takes str paths
     few = target.groupby("task_id").head(12).reset_index(drop=True)
@@ -173,7 +171,7 @@ def test_quantile_kernel_scaling_is_kept_with_the_model(task_split, tmp_path):
     restored = load_cost_model(saved)
     assert restored.kernel_scaling == "quantile"
     np.testing.assert_array_equal(restored.predict_features(x), model.predict_features(x))
-    standard = BiLSTMCostModel(**settings).pretrain(_sample(train, 200))
+    standard = BiLSTMCostModel(kernel_scaling="standard", **settings).pretrain(_sample(train, 200))
     assert not np.allclose(standard.predict_features(x), model.predict_features(x))
     with pytest.raises(ValueError, match="cannot change \\['kernel_scaling'\\]"):
         restored.set_params(kernel_scaling="standard")

@@ -45,14 +45,15 @@ def test_tuning_updates_change_the_ranking_within_the_workload(target, matmul, t
     model.pretrain(source.sample(n=200, random_state=0))
     tiny_tune_tir(matmul, target, tmp_path, model)
     assert len(model.measured) == 2
-    # After the run's updates the model ranks the candidates it measured as the measurements do (the
-    # network alone scores them ~0.5 pairwise: it learns the task's level, not its ranking).
+    # After the run's updates the model ranks the candidates it measured as the measurements do.
     with_online = _scores_follow_measurements(model)
     assert with_online >= 0.8, f"scores follow the measurements with pairwise accuracy {with_online}"
     # online_growth=2: the network was re-adapted after 8 and after 16 measurements (doubled).
     assert list(model._adapted_on.values()) == [16]
-    # Turning the online residual off brings the stall back: the same measurements, a blind ranking.
+    # Turning the online residual off loses most of that: the network alone, re-adapted on ~200 target
+    # rows of which these are 16, ranks them at 0.65-0.83 (the trace-only network of the stalled runs:
+    # ~0.5).
     model.set_params(online_rounds=0)
     model.refit()
     without = _scores_follow_measurements(model)
-    assert without < 0.75, f"the network alone ranks the measured candidates at {without}"
+    assert with_online - without >= 0.15, f"online residual: {without} -> {with_online}"

@@ -299,9 +299,9 @@ class BiLSTMCostModel(LearnedCostModel):
         its scores are not on the throughput scale, so its RMSE is meaningless).
     epochs, batch_size, learning_rate, weight_decay, patience, validation_fraction:
         Adam training from scratch / pretraining. The paper trains 200 epochs of batch 16 at lr 1e-3;
-        on this 2-core CPU that takes minutes per fit, so the defaults are 60 epochs of batch 64 with
-        early stopping (``patience`` epochs without a better validation loss on ``validation_fraction``
-        of the rows, at least 8 rows; the best epoch's weights are kept).
+        the defaults keep its batch and learning rate and stop early instead of running 200 epochs (at
+        most 60; ``patience`` epochs without a better validation loss on ``validation_fraction`` of the
+        rows, at least 8 rows; the best epoch's weights are kept).
     fine_tune_mode, fine_tune_epochs, fine_tune_learning_rate:
         How fits after :meth:`pretrain` adapt the base (:data:`FINE_TUNE_MODES`), for how many epochs
         (with the same early stopping) and at which learning rate.
@@ -317,11 +317,11 @@ class BiLSTMCostModel(LearnedCostModel):
         adaptation (2: after 8, 16, 32, 64 ... measurements; 1: every update); the online residual is
         refitted at every update. A model trained from scratch refits at every update.
     kernel_scaling:
-        How the (signed-log) kernel features enter the network: ``"standard"`` (standardised) or
-        ``"quantile"`` (each feature through its pretraining quantiles onto [-1, 1]). Fixed at
+        How the (signed-log) kernel features enter the network: ``"quantile"`` (each feature through
+        its pretraining quantiles onto [-1, 1]; the default) or ``"standard"`` (standardised). Fixed at
         (pre)training.
     store_sequence:
-        Also read the candidate's per-store feature rows (``store_features``, at most
+        Also read (the default) the candidate's per-store feature rows (``store_features``, at most
         :data:`~bilstm_data.MAX_STORES`) through a one-layer bidirectional LSTM pooled by attention, joined
         with the other inputs. Datasets need the column (schema version 2 or
         ``tvm_transfer.collect.add_store_features``); while tuning the rows come with the features every
@@ -350,7 +350,7 @@ class BiLSTMCostModel(LearnedCostModel):
         dropout: float = 0.1,
         loss: str = "rmse",
         epochs: int = 60,
-        batch_size: int = 64,
+        batch_size: int = 16,
         learning_rate: float = 1e-3,
         weight_decay: float = 1e-5,
         patience: int = 8,
@@ -361,8 +361,8 @@ class BiLSTMCostModel(LearnedCostModel):
         residual_rounds: int = 50,
         online_rounds: int = 40,
         online_growth: float = 2.0,
-        kernel_scaling: str = "standard",
-        store_sequence: bool = False,
+        kernel_scaling: str = "quantile",
+        store_sequence: bool = True,
         max_sequence: int = data.MAX_SEQUENCE,
         threads: int = 1,
         seed: int = 0,
