@@ -10,6 +10,8 @@ from tvm_transfer.target import (
     hardware_params,
     host_core_count,
     host_target,
+    target_id,
+    target_of_id,
 )
 
 
@@ -59,3 +61,11 @@ def test_gpu_target_uses_ansor_defaults_and_its_attributes():
 def test_unknown_target_kind_is_a_clear_error():
     with pytest.raises(UnsupportedTargetError, match=r"'ext_dev'.*supported kinds: c, cuda, llvm"):
         hardware_params(tvm.target.Target({"kind": "ext_dev"}))
+
+
+def test_target_of_id_inverts_target_id_and_refuses_other_ids():
+    for tid in ("llvm/znver4/2", "llvm/x86-64-v3/1"):
+        assert target_id(target_of_id(tid)) == tid
+    for bad in ("llvm/znver4", "llvm/znver4/two", "cuda/sm_80/1", "llvm/znver4/2/extra"):
+        with pytest.raises(ValueError, match="not kind/mcpu/num-cores"):
+            target_of_id(bad)

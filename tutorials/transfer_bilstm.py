@@ -39,20 +39,17 @@ from tvm_transfer.cost_models import make_cost_model
 from tvm_transfer.cost_models.bilstm import FINE_TUNE_MODES, BiLSTMCostModel
 from tvm_transfer.measure import import_tensor_intrin_fast
 from tvm_transfer.networks import NETWORKS
-from tvm_transfer.target import as_target
+from tvm_transfer.target import target_of_id
 from tvm_transfer.task_selection import TaskSelection
 from tvm_transfer.tune import TuneOptions, compile_network, tune_network
 
 
 def target_from_id(target_id: str):
-    """``llvm/<mcpu>/<num-cores>`` (the dataset's target ids) as a TVM target."""
+    """``llvm/<mcpu>/<num-cores>`` (the dataset's target ids) as a TVM target; a bad id ends the script."""
     try:
-        kind, mcpu, cores = target_id.split("/")
-        return as_target({"kind": kind, "mcpu": mcpu, "num-cores": int(cores)})
+        return target_of_id(target_id)
     except ValueError as error:
-        raise SystemExit(
-            f"bad target id {target_id!r}: expected kind/mcpu/num-cores, e.g. llvm/znver4/2"
-        ) from error
+        raise SystemExit(f"bad target id: {error}") from error
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from tenset_tools.metaschedule import (
     write_sidecar,
 )
 from tvm_transfer.measure import PersistentBuilder, evaluator_config, local_runner
-from tvm_transfer.target import host_core_count, host_cpu_name, host_target
+from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
 from tvm_transfer.tune import Measurement, TuneOptions, extract_network_tasks, tune_network
 
 
@@ -242,7 +242,7 @@ def add_store_features(
     bar = tqdm(total=len(missing), unit="record", desc="store features", disable=not progress)
     extractor = KernelFeatureExtractor()
     for (network, tid), records in missing.groupby(["network", "target_id"], sort=False):
-        target = _target_of_id(tid)
+        target = target_of_id(tid)
         tasks = {shash2hex(t.dispatched[0]): t.dispatched[0] for t in extract_network_tasks(network, target)}
         for key, group in records.groupby("workload_key", sort=False):
             mod = tasks.get(json.loads(key)[0])
@@ -260,13 +260,6 @@ def add_store_features(
     bar.close()
     result["store_features"] = stores
     return result, report
-
-
-def _target_of_id(tid: str) -> tvm.target.Target:
-    kind, mcpu, cores = [*tid.split("/"), "", "", ""][:3]
-    if kind != "llvm" or not cores.isdigit():
-        raise ValueError(f"target id {tid!r} is not a collected CPU target (llvm/MCPU/CORES)")
-    return host_target(mcpu=mcpu, num_cores=int(cores))
 
 
 def _replayed_store_rows(

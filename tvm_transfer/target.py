@@ -31,6 +31,7 @@ __all__ = [
     "host_cpu_name",
     "host_target",
     "target_id",
+    "target_of_id",
 ]
 
 
@@ -67,3 +68,13 @@ def as_target(target: tvm.target.Target | dict[str, Any] | str | None) -> tvm.ta
     if isinstance(target, tvm.target.Target):
         return target
     return tvm.target.Target(target)
+
+
+def target_of_id(tid: str) -> tvm.target.Target:
+    """The CPU target a dataset target id names (``kind/mcpu/num-cores``, e.g. ``llvm/znver4/2``: the
+    inverse of :func:`target_id` for ``llvm`` and ``c`` targets). Raises ``ValueError`` for other ids."""
+    parts = tid.split("/")
+    if len(parts) != 3 or parts[0] not in ("llvm", "c") or not parts[2].isdigit():
+        raise ValueError(f"target id {tid!r} is not kind/mcpu/num-cores of a CPU target (e.g. llvm/znver4/2)")
+    kind, mcpu, cores = parts
+    return tvm.target.Target({"kind": kind, "mcpu": mcpu, "num-cores": int(cores)})
