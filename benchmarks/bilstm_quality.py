@@ -43,7 +43,7 @@ from tenset_tools.metrics import evaluate_predictions
 from tenset_tools.prune import prune
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tenset_tools.split import by_task
-from tvm_transfer.dataset_commands import evaluate_model, parse_hyper_parameters, train_model
+from tvm_transfer.cli.dataset import evaluate_model, parse_hyper_parameters, train_model
 
 BASELINES = ("xgboost", "lightgbm", "mlp")
 LOSSES = ("rmse", "lambdarank")
@@ -173,7 +173,7 @@ class Bench:
                 base = Path(self.args.work_dir) / f"{name}_{data}_{held_out.replace('/', '_')}_{seed}.zip"
                 model.save(str(base))
                 for mode in MODES:
-                    from tvm_transfer.cost_models import load_cost_model
+                    from tvm_transfer.cost_model import load_cost_model
 
                     start = time.perf_counter()
                     tuned = load_cost_model(base).fine_tune(few, mode=mode)

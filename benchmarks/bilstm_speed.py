@@ -33,14 +33,14 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import add_normalised_throughput, read_dataset
-from tvm_transfer.cost_models.bilstm import BiLSTMCostModel
-from tvm_transfer.cost_models.gbdt import XGBoostCostModel
-from tvm_transfer.dataset_commands import train_model
+from tvm_transfer.builder import import_tensor_intrin_fast
+from tvm_transfer.cli.dataset import train_model
+from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.features import candidate_trace_json, encode_trace
-from tvm_transfer.measure import import_tensor_intrin_fast
-from tvm_transfer.search.population import initial_population
+from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target
-from tvm_transfer.tune import TuneOptions, tune_workload
+from tvm_transfer.tuning.session import TuneOptions, tune_workload
 from tvm_transfer.workloads import make_workload
 
 

@@ -77,12 +77,13 @@ from tenset_tools.features import target_id
 from tenset_tools.metaschedule import find_databases, read_sidecar
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
-from tvm_transfer.cost_models import make_cost_model
-from tvm_transfer.dataset_commands import parse_hyper_parameters
-from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
-from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources
+from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.cli.dataset import parse_hyper_parameters
+from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.runner import local_runner
+from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
-from tvm_transfer.tune import evolution_settings, extract_network_tasks
+from tvm_transfer.tuning.session import evolution_settings, extract_network_tasks
 
 CHECKPOINTS = (8, 16, 32, 64)
 BASELINES = ("tvm-xgb-nowarmup", "tvm-random")

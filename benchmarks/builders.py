@@ -22,7 +22,7 @@ from common import git_commit, machine_info, write_report
 from features import sample
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.measure import PersistentBuilder, fast_build, import_tensor_intrin_fast
+from tvm_transfer.builder import PersistentBuilder, fast_build, import_tensor_intrin_fast
 from tvm_transfer.target import host_target, target_id
 
 BATCH = 16

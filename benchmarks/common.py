@@ -67,12 +67,13 @@ def retime(
     ever slows a program down, so the minimum over rounds estimates the undisturbed latency (see
     :data:`RETIME_ROUNDS` for how much steadier it is than the median). Every module is built once and
     timed in ``rounds`` interleaved rounds (each round times every module once, with the tuner's evaluator
-    settings). ``num_threads``: as for :func:`tvm_transfer.measure.local_runner` (the tuning run's setting).
+    settings). ``num_threads``: as for :func:`tvm_transfer.runner.local_runner` (the tuning run's setting).
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from tvm_transfer.cost_models import runner_seconds
-    from tvm_transfer.measure import PersistentBuilder, local_runner
+    from tvm_transfer.builder import PersistentBuilder
+    from tvm_transfer.cost_model import runner_seconds
+    from tvm_transfer.runner import local_runner
 
     keys = list(mods)
     builder = PersistentBuilder()

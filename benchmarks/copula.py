@@ -51,11 +51,16 @@ import numpy as np
 from common import RESULTS, RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
 
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
-from tvm_transfer.cost_models.gbdt import XGBoostCostModel
-from tvm_transfer.search import CopulaSearch, TraceCopulaSampler, load_sources, pretrain_on_sources
-from tvm_transfer.search.population import design_spaces
-from tvm_transfer.search.vta import VtaCopulaSampler, VtaRecord
-from tvm_transfer.tune import evolution_settings
+from tvm_transfer.cost_model.gbdt import XGBoostCostModel
+from tvm_transfer.search_strategy.copula import (
+    CopulaSearch,
+    TraceCopulaSampler,
+    load_sources,
+    pretrain_on_sources,
+)
+from tvm_transfer.search_strategy.copula.population import design_spaces
+from tvm_transfer.tuning.session import evolution_settings
+from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
 from vta_ext.measure import measure
@@ -134,9 +139,14 @@ class SourceBestSampler:
         self.records = list(records)
 
     def propose(self, mod, target, design_spaces, postprocs, count, seed=0):
-        from tvm_transfer.search import SpaceEncoding, task_descriptor, trace_decisions, trace_signature
-        from tvm_transfer.search.encoding import decision_vector
-        from tvm_transfer.search.sampler import Proposal
+        from tvm_transfer.search_strategy.copula import (
+            SpaceEncoding,
+            task_descriptor,
+            trace_decisions,
+            trace_signature,
+        )
+        from tvm_transfer.search_strategy.copula.encoding import decision_vector
+        from tvm_transfer.search_strategy.copula.sampler import Proposal
 
         encodings = {}
         for space in design_spaces:
@@ -302,7 +312,7 @@ def cpu_part(
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_transfer.target import host_target
-    from tvm_transfer.tune import TuneOptions, tune_workload
+    from tvm_transfer.tuning.session import TuneOptions, tune_workload
     from tvm_transfer.workloads import make_workload
 
     target = host_target()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from common import git_commit, machine_info, write_report
 from tvm.s_tir import meta_schedule as ms
 
+from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.features import (
     KernelFeatureExtractor,
     candidate_trace_json,
@@ -30,8 +31,7 @@ from tvm_transfer.features import (
     hardware_features,
     pool_per_store,
 )
-from tvm_transfer.measure import import_tensor_intrin_fast
-from tvm_transfer.search.population import initial_population
+from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.workloads import make_workload
 

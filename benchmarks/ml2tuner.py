@@ -32,8 +32,8 @@ from common import RESULTS, git_commit, machine_info, write_report
 from tqdm import tqdm
 
 from tenset_tools.metrics import running_best, trials_to_reach
-from tvm_transfer.ml2tuner import METHODS, WARM_START_OPTIONS, TransferPrior, VtaMeasurer, make_tuner
-from tvm_transfer.ml2tuner.evaluation import LayerData, rmse_ratio, validity_scores
+from tvm_transfer.vta.ml2tuner import METHODS, WARM_START_OPTIONS, TransferPrior, VtaMeasurer, make_tuner
+from tvm_transfer.vta.ml2tuner.evaluation import LayerData, rmse_ratio, validity_scores
 from vta_ext.hw import preset
 from vta_ext.workloads import RESNET18
 

@@ -14,7 +14,7 @@ scalar stores, loop order and tile sizes), which the model's validity head sees.
 Contenders (one process, same tasks, seeds, budget and search settings; their order rotates per seed so
 that they share the machine's load alike):
 
-- **multilevel**: :class:`tvm_transfer.cost_models.multilevel.MultiLevelCostModel` (validity head +
+- **multilevel**: :class:`tvm_transfer.cost_model.multilevel.MultiLevelCostModel` (validity head +
   advanced head on kernel, hardware and lowered-IR features);
 - **tvm-xgb-nowarmup**: TVM's ``XGBModel`` trained from the first measured batch on;
 - **tvm-random**: TVM's ``RandomModel``, whose failure rate is the reference of the setting.
@@ -45,11 +45,12 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metrics import running_best
-from tvm_transfer.cost_models import make_cost_model, runner_seconds
-from tvm_transfer.cost_models.multilevel import MultiLevelCostModel
-from tvm_transfer.measure import PersistentBuilder, import_tensor_intrin_fast, local_runner
+from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.cost_model import make_cost_model, runner_seconds
+from tvm_transfer.cost_model.multilevel import MultiLevelCostModel
+from tvm_transfer.runner import local_runner
 from tvm_transfer.target import host_core_count, host_target
-from tvm_transfer.tune import evolution_settings
+from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.workloads import make_workload
 
 CONTENDERS = ("multilevel", "tvm-xgb-nowarmup", "tvm-random")

@@ -7,9 +7,9 @@ import logging
 import pytest
 import tvm
 
-from tvm_transfer.measure import import_tensor_intrin_fast
+from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import host_target
-from tvm_transfer.tune import TuneOptions
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import Workload, make_workload
 
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.search.population import initial_population
+from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.workloads import Workload
 
 
@@ -29,7 +29,8 @@ def sample_candidates(context: ms.TuneContext, count: int) -> list[ms.MeasureCan
 
 def tiny_tune_tir(workload: Workload, target: tvm.target.Target, work_dir, cost_model: ms.CostModel) -> None:
     """A real 16-trial ``ms.tune_tir`` of ``workload`` (batches of 8, population 32) with ``cost_model``."""
-    from tvm_transfer.measure import PersistentBuilder, local_runner
+    from tvm_transfer.builder import PersistentBuilder
+    from tvm_transfer.runner import local_runner
 
     ms.tune_tir(
         mod=workload.prim_func().with_attr("global_symbol", "main"),

@@ -16,9 +16,9 @@ import tvm.rpc
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.metaschedule import SIDECAR_FILE, read_sidecar
 from tenset_tools.schema import read_dataset
-from tvm_transfer.collect import CpuTarget, add_store_features, collect, parse_targets, plan
 from tvm_transfer.target import host_cpu_name
-from tvm_transfer.tune import TuneOptions
+from tvm_transfer.tuning.collect import CpuTarget, add_store_features, collect, parse_targets, plan
+from tvm_transfer.tuning.session import TuneOptions
 
 LOOPBACK = "127.0.0.1"
 DEVICE_KEY = "tvm-transfer-test"

@@ -8,10 +8,11 @@ from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.cost_models import CostModelFileError, load_cost_model, make_cost_model
-from tvm_transfer.cost_models.gbdt import LightGBMCostModel, XGBoostCostModel
-from tvm_transfer.cost_models.mlp import MLPCostModel
-from tvm_transfer.measure import PersistentBuilder, local_runner
+from tvm_transfer.builder import PersistentBuilder
+from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
+from tvm_transfer.cost_model.gbdt import LightGBMCostModel, XGBoostCostModel
+from tvm_transfer.cost_model.mlp import MLPCostModel
+from tvm_transfer.runner import local_runner
 
 MODELS = {"xgboost": XGBoostCostModel, "lightgbm": LightGBMCostModel, "mlp": MLPCostModel}
 

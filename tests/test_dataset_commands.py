@@ -16,7 +16,7 @@ from tenset_tools.cli import main
 from tenset_tools.metrics import pairwise_accuracy
 from tenset_tools.schema import SCHEMA_VERSION, read_dataset, read_metadata, records_to_table, table_to_frame
 from tenset_tools.split import split
-from tvm_transfer.dataset_commands import dataset_features, evaluate_model, train_model
+from tvm_transfer.cli.dataset import dataset_features, evaluate_model, train_model
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,20 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
-from tvm_transfer.schedule_transfer import adapt_tile, block_signature, replay_trace, transfer_schedules
-from tvm_transfer.task_selection import TaskSelection, allocate_trials, plan_budget, select_tasks, task_work
-from tvm_transfer.tune import _database, compile_network, extract_network_tasks, tune_network
+from tvm_transfer.tuning.schedule_transfer import (
+    adapt_tile,
+    block_signature,
+    replay_trace,
+    transfer_schedules,
+)
+from tvm_transfer.tuning.session import _database, compile_network, extract_network_tasks, tune_network
+from tvm_transfer.tuning.task_selection import (
+    TaskSelection,
+    allocate_trials,
+    plan_budget,
+    select_tasks,
+    task_work,
+)
 
 BERT_MATMULS = {"fused_matmul3_add3", "fused_matmul4_add1", "fused_matmul_add", "fused_matmul2_add1"}
 

@@ -9,8 +9,8 @@ import pytest
 import tvm
 
 from tvm_transfer.cli import main
-from tvm_transfer.cost_models import make_cost_model
-from tvm_transfer.tune import best_schedule, compile_network, tune_network, tune_workload
+from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.tuning.session import best_schedule, compile_network, tune_network, tune_workload
 
 
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(

@@ -35,13 +35,13 @@ import numpy as np
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import read_dataset
-from tvm_transfer.cost_models import make_cost_model
-from tvm_transfer.cost_models.bilstm import FINE_TUNE_MODES, BiLSTMCostModel
-from tvm_transfer.measure import import_tensor_intrin_fast
+from tvm_transfer.builder import import_tensor_intrin_fast
+from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.cost_model.bilstm.model import FINE_TUNE_MODES, BiLSTMCostModel
 from tvm_transfer.networks import NETWORKS
 from tvm_transfer.target import target_of_id
-from tvm_transfer.task_selection import TaskSelection
-from tvm_transfer.tune import TuneOptions, compile_network, tune_network
+from tvm_transfer.tuning.session import TuneOptions, compile_network, tune_network
+from tvm_transfer.tuning.task_selection import TaskSelection
 
 
 def target_from_id(target_id: str):

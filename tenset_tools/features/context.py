@@ -3,7 +3,7 @@
 ``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which takes 25-70 s per process here because
 TVMScript's parser calls ``inspect.stack()`` (which scans ``sys.modules`` for every frame) for each of ~500
 intrinsic definitions. A cheap frame walker stands in for ``inspect.stack`` during that import (~3 s).
-Lives in the data layer because reading a MetaSchedule database needs it; :mod:`tvm_transfer.measure`
+Lives in the data layer because reading a MetaSchedule database needs it; :mod:`tvm_transfer.builder`
 re-exports :func:`import_tensor_intrin_fast`.
 """
 

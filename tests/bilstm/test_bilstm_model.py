@@ -10,8 +10,10 @@ import torch
 from conftest import SOURCE, TARGET, TINY
 
 from tenset_tools.metrics import evaluate_predictions, pairwise_accuracy
-from tvm_transfer.cost_models import CostModelFileError, bilstm_data, load_cost_model, make_cost_model
-from tvm_transfer.cost_models.bilstm import BiLSTMCostModel, _scaled_kernel
+from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
+from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model.bilstm import inputs as bilstm_data
+from tvm_transfer.cost_model.bilstm.model import _scaled_kernel
 
 
 def _groups(frame):

@@ -9,8 +9,8 @@ from tvm.ir.utils import derived_object
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main
-from tvm_transfer.cost_models import load_cost_model
-from tvm_transfer.cost_models.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model import load_cost_model
+from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 
 
 @derived_object

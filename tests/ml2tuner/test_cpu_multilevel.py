@@ -7,8 +7,8 @@ import pytest
 from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 
 from tenset_tools.features import LOWERED_FEATURE_NAMES
-from tvm_transfer.cost_models import CostModelFileError, load_cost_model, make_cost_model
-from tvm_transfer.cost_models.multilevel import INVALID_SCORE, MultiLevelCostModel
+from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
+from tvm_transfer.cost_model.multilevel import INVALID_SCORE, MultiLevelCostModel
 
 
 def test_lowered_features_describe_the_candidates(target, matmul):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tvm_transfer.search.budget import (
+from tvm_transfer.search_strategy.copula.budget import (
     estimate_budget,
     hypergeometric_pmf,
     ideal_count,

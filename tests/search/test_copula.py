@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tvm_transfer.search.copula import ORDERS, ConditionalCopula, best_quantile, ranked
+from tvm_transfer.search_strategy.copula.copula import ORDERS, ConditionalCopula, best_quantile, ranked
 
 
 def _frame(seed: int = 0) -> pd.DataFrame:

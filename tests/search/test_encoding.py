@@ -9,7 +9,7 @@ import pytest
 import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.search.encoding import SpaceEncoding, decision_vector, trace_decisions
+from tvm_transfer.search_strategy.copula.encoding import SpaceEncoding, decision_vector, trace_decisions
 from tvm_transfer.workloads import make_workload
 
 

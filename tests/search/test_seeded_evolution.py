@@ -16,7 +16,12 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
 
-from tvm_transfer.search import TraceCopulaSampler, load_sources, task_descriptor, trace_decisions
+from tvm_transfer.search_strategy.copula import (
+    TraceCopulaSampler,
+    load_sources,
+    task_descriptor,
+    trace_decisions,
+)
 from tvm_transfer.workloads import make_workload
 
 TARGET_SHAPE = (1, 7, 7, 32, 32, 3, 1, 1)  # a padded 3x3 conv2d: its space has a compute-location decision

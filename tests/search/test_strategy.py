@@ -14,19 +14,20 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import iter_database_records
+from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.cli import main
-from tvm_transfer.cost_models import load_cost_model
-from tvm_transfer.cost_models.gbdt import XGBoostCostModel
-from tvm_transfer.measure import PersistentBuilder, local_runner
-from tvm_transfer.search import (
+from tvm_transfer.cost_model import load_cost_model
+from tvm_transfer.cost_model.gbdt import XGBoostCostModel
+from tvm_transfer.runner import local_runner
+from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
     TraceCopulaSampler,
     load_sources,
     pretrain_on_sources,
     trace_decisions,
 )
-from tvm_transfer.task_selection import TaskSelection
-from tvm_transfer.tune import TuneOptions, tune_network
+from tvm_transfer.tuning.session import TuneOptions, tune_network
+from tvm_transfer.tuning.task_selection import TaskSelection
 from tvm_transfer.workloads import make_workload
 
 
@@ -154,7 +155,7 @@ def test_sources_with_more_arguments_in_the_same_design_space_are_used(target, s
     assert len(sampler.propose(context.mod, target, spaces, postprocs, 4)) == 4
 
     wider = TraceCopulaSampler().fit([replace(r, descriptor={**r.descriptor, **extra}) for r in records])
-    with warnings_of("tvm_transfer.search.sampler") as messages:
+    with warnings_of("tvm_transfer.search_strategy.copula.sampler") as messages:
         assert wider.propose(context.mod, target, spaces, postprocs, 4) == []
     assert any("a3_d0" in m for m in messages)
 

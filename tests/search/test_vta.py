@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tenset_tools.metrics import best_latency_ratio
-from tvm_transfer.search.vta import (
+from tvm_transfer.vta.copula import (
     KnobEncoding,
     VtaCopulaSampler,
     copula_few_shot,

@@ -31,7 +31,8 @@ from tenset_tools.metaschedule import (
     write_sidecar,
 )
 from tenset_tools.schema import read_dataset
-from tvm_transfer.measure import PersistentBuilder, local_runner
+from tvm_transfer.builder import PersistentBuilder
+from tvm_transfer.runner import local_runner
 from tvm_transfer.workloads import make_workload
 
 TRIALS = 8
@@ -156,7 +157,7 @@ def test_find_databases_accepts_dirs_files_and_trees(database, tmp_path):
 
 
 def test_op_kinds_of_real_network_tasks(target):
-    from tvm_transfer.tune import extract_network_tasks
+    from tvm_transfer.tuning.session import extract_network_tasks
 
     kinds = {}
     for network in ("mobilenet_v2_block", "bert_tiny_layer"):

@@ -1,0 +1,161 @@
+"""``tvm-transfer ml2tune``: tune ResNet-18 layers on a vta_ext config with the baseline or ML2Tuner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from tqdm import tqdm
+
+from tvm_transfer.vta.ml2tuner.knob_tuner import (
+    METHODS,
+    WARM_START_OPTIONS,
+    TuneRun,
+    VtaMeasurer,
+    load_log,
+    make_tuner,
+)
+from tvm_transfer.vta.ml2tuner.prior import PriorError, TransferPrior
+from vta_ext.hw import HwConfig, preset
+from vta_ext.workloads import RESNET18, flops
+
+
+def _hw(value: str) -> HwConfig:
+    """A preset name (``default``, ``evta``) or a VTA-style JSON config file."""
+    try:
+        return preset(value)
+    except KeyError:
+        pass
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"--hw {value!r}: neither a preset (default, evta) nor a JSON file")
+    try:
+        return HwConfig.load(path)
+    except (ValueError, TypeError) as err:
+        raise argparse.ArgumentTypeError(f"--hw {value}: not a valid VTA config ({err})") from err
+
+
+def _layers(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in RESNET18]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown layer(s) {unknown or value!r}; choose from {', '.join(RESNET18)}"
+        )
+    return names
+
+
+def _seeds(value: str) -> list[int]:
+    try:
+        seeds = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds {value!r}: comma-separated integers expected") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("--seeds: at least one seed")
+    return seeds
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register the ``ml2tune`` subcommand on the ``tvm-transfer`` parser."""
+    cmd = commands.add_parser(
+        "ml2tune",
+        help="tune ResNet-18 conv layers on the extended VTA (baseline or ML2Tuner)",
+        description="Tune ResNet-18 C2..C11 knob spaces on a vta_ext hardware config. A profile is one "
+        "simulated measurement; invalid profiles are wasted. See docs/ml2tuner.md.",
+    )
+    cmd.add_argument("--hw", type=_hw, default="default", help="preset (default, evta) or a VTA config JSON")
+    cmd.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
+    cmd.add_argument("--method", choices=[*METHODS, "both"], default="ml2tuner")
+    cmd.add_argument("--budget", type=int, default=128, help="profiles per layer and seed (default 128)")
+    cmd.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
+    cmd.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
+    cmd.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
+    cmd.add_argument(
+        "--warm-start-from",
+        nargs="+",
+        metavar="LOG",
+        help="ml2tuner-logs of earlier runs of OTHER layers/hardware: ML2Tuner's models start from them "
+        "(transfer across layers, with the warm-start settings of docs/ml2tuner.md; the baseline ignores "
+        "them)",
+    )
+    cmd.add_argument(
+        "--initial-batch-size",
+        type=int,
+        help="ML2Tuner: profiles per round until --batch-size profiles are made (default: 4 with "
+        "--warm-start-from, else --batch-size)",
+    )
+    cmd.add_argument("--json", help="write the summary rows to this JSON file")
+    cmd.add_argument("--quiet", action="store_true", help="no progress bars")
+    cmd.set_defaults(func=run_command)
+
+
+def _run(
+    method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namespace, prior: TransferPrior | None
+) -> TuneRun:
+    cache = None
+    log = None
+    if args.log_dir:
+        log = Path(args.log_dir) / f"{method}-{layer}-{hw.short_id()}-seed{seed}.jsonl"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if log.exists():  # resume: the logged profiles are not measured again
+            _, cache = load_log(log)
+    measurer = VtaMeasurer(RESNET18[layer], hw, cache)
+    bar = tqdm(total=args.budget, desc=f"{method} {layer} seed {seed}", disable=args.quiet, leave=False)
+    options: dict = {}
+    if method == "ml2tuner":
+        options = {**WARM_START_OPTIONS, "prior": prior} if prior is not None else {}
+        if args.initial_batch_size is not None:
+            options["initial_batch_size"] = args.initial_batch_size
+    run = make_tuner(method, batch_size=args.batch_size, seed=seed, **options).tune(
+        measurer, args.budget, bar.update, log
+    )
+    bar.close()
+    return run
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.budget < 1 or args.batch_size < 1:
+        raise SystemExit("ml2tune: --budget and --batch-size must be positive")
+    if args.initial_batch_size is not None and args.initial_batch_size < 1:
+        raise SystemExit("ml2tune: --initial-batch-size must be positive")
+    methods = list(METHODS) if args.method == "both" else [args.method]
+    prior = None
+    if args.warm_start_from:
+        try:
+            prior = TransferPrior.from_runs(args.warm_start_from)
+        except PriorError as err:
+            raise SystemExit(f"ml2tune: --warm-start-from: {err}") from None
+        print(f"warm start: {len(prior)} configurations from {len(prior.sources)} earlier run(s)")
+    rows = []
+    for layer in args.layers:
+        for method in methods:
+            for seed in args.seeds:
+                run = _run(method, layer, args.hw, seed, args, prior)
+                best = run.best
+                rows.append(
+                    {
+                        "layer": layer,
+                        "method": method,
+                        "seed": seed,
+                        "profiles": run.n_profiles,
+                        "invalid_profiles": run.n_invalid_profiles,
+                        "compiles": run.n_compiles,
+                        "compile_failures": run.n_compile_failures,
+                        "best_ms": run.best_latency * 1e3,
+                        "gops": flops(RESNET18[layer]) / run.best_latency / 1e9 if best else math.nan,
+                        "best_knobs": best.knobs if best else None,
+                    }
+                )
+    print(f"hardware {args.hw.bitstream} ({args.hw.short_id()}), budget {args.budget} profiles per run")
+    print("| layer | method | seed | profiles | invalid profiles | compiles (failed) | best ms | GOPS |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['layer']} | {r['method']} | {r['seed']} | {r['profiles']} | {r['invalid_profiles']} | "
+            f"{r['compiles']} ({r['compile_failures']}) | {r['best_ms']:.3f} | {r['gops']:.1f} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=float) + "\n")
+    return 0 if all(r["best_knobs"] for r in rows) else 1

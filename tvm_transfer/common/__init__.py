@@ -1,0 +1,1 @@
+"""What several systems share: versioned archives, task FLOPs, the shared estimators."""

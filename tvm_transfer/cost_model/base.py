@@ -1,0 +1,231 @@
+"""The shared machinery of our learned MetaSchedule cost models.
+
+A model sees each candidate as one feature row (pooled kernel features + the target's hardware vector),
+learns the *normalised throughput* of each measured candidate (best latency of its workload / its latency,
+so 1.0 is the best seen and failures are 0), and predicts a score where higher is better, as MetaSchedule
+expects. Subclasses only supply the estimator: ``_fit``, ``_predict`` and the (de)serialisation of its state.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tvm.s_tir.meta_schedule.utils import shash2hex
+
+from tenset_tools.metaschedule import mean_run_seconds
+from tvm_transfer.common.archive import CostModelFileError, read_archive, write_archive
+from tvm_transfer.features import KernelFeatureExtractor, hardware_features
+
+#: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
+FORMAT_VERSION = 2
+_FORMAT_NAME = "tvm-transfer-cost-model"
+
+
+def runner_seconds(result: ms.runner.RunnerResult) -> float:
+    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed, including results
+    rebuilt from database records, which carry MetaSchedule's 1e10-second failure marker."""
+    return float("inf") if result.error_msg else mean_run_seconds(result.run_secs)
+
+
+def normalised_throughput(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group, best finite cost / cost (in (0, 1]); 0 for failed (``inf``) measurements."""
+    y = np.zeros(len(costs), dtype=np.float64)
+    for group in np.unique(groups):
+        mask = groups == group
+        finite = np.isfinite(costs[mask])
+        if finite.any():
+            best = costs[mask][finite].min()
+            y[mask] = np.where(np.isfinite(costs[mask]), best / costs[mask], 0.0)
+    return y
+
+
+class LearnedCostModel(PyCostModel):
+    """Base of our cost models: collects measurements, normalises them per workload, refits an estimator.
+
+    Not a MetaSchedule object itself: concrete subclasses are decorated with ``@derived_object``.
+
+    Parameters
+    ----------
+    seed:
+        Seeds the estimator and the random scores returned before the first ``update``.
+    use_hardware_features:
+        Append the target's eight hardware parameters to every feature row, so that one model can learn
+        from records of several targets.
+    """
+
+    #: Names of the constructor arguments (the hyper-parameters saved with the model).
+    hyper_parameters: ClassVar[tuple[str, ...]] = ("seed", "use_hardware_features")
+
+    def __init__(self, *, seed: int = 0, use_hardware_features: bool = True) -> None:
+        super().__init__()
+        self.seed = seed
+        self.use_hardware_features = use_hardware_features
+        self._extractor = KernelFeatureExtractor()
+        self._rng = np.random.default_rng(seed)
+        self._features: list[np.ndarray] = []
+        self._costs: list[float] = []
+        self._groups: list[str] = []
+        self._fitted = False
+
+    # ---- estimator hooks -------------------------------------------------------------------------------
+    def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _predict(self, features: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _state_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    def _load_state(self, blob: bytes) -> None:
+        raise NotImplementedError
+
+    # ---- features --------------------------------------------------------------------------------------
+    def features(self, context: ms.TuneContext, candidates: Sequence[ms.MeasureCandidate]) -> np.ndarray:
+        """The ``(n, d)`` float32 feature matrix this model learns from."""
+        kernel = self._extractor.pooled(context, candidates)
+        if not self.use_hardware_features:
+            return kernel
+        hardware = np.broadcast_to(hardware_features(context.target).astype(np.float32), (len(kernel), 8))
+        return np.hstack([kernel, hardware])
+
+    @property
+    def num_samples(self) -> int:
+        """Number of measurements the model has been trained on."""
+        return len(self._costs)
+
+    # ---- PyCostModel -----------------------------------------------------------------------------------
+    def update(
+        self,
+        context: ms.TuneContext,
+        candidates: list[ms.MeasureCandidate],
+        results: list[ms.runner.RunnerResult],
+    ) -> None:
+        """Add measured candidates (of one workload) and refit on everything seen so far."""
+        if not candidates:
+            return
+        self._record(context, candidates, results)
+        self.refit()
+
+    def _record(
+        self,
+        context: ms.TuneContext,
+        candidates: list[ms.MeasureCandidate],
+        results: list[ms.runner.RunnerResult],
+    ) -> str:
+        """Add measured candidates of one workload as rows (cost: mean seconds, ``inf`` if failed); returns
+        their group, the workload's structural hash."""
+        group = shash2hex(context.mod)
+        costs = [runner_seconds(r) for r in results]
+        self._add(self.features(context, candidates), costs, [group] * len(candidates))
+        return group
+
+    def fit_features(
+        self, features: np.ndarray, targets: Sequence[float], groups: Sequence
+    ) -> LearnedCostModel:
+        """Add rows given as a feature matrix and refit on everything the model holds (scikit-learn-like).
+
+        ``features`` has the columns of :meth:`features` (pooled kernel features, then the 8 hardware
+        features when ``use_hardware_features``); ``targets`` are normalised throughputs (1 = best of its
+        group, 0 = failed) and ``groups`` the group of each row (e.g. its task and target). The rows are
+        kept like measurements (as relative costs 1/target, renormalised per group), so :meth:`save`
+        stores them and later :meth:`update` calls (tuning after pre-training) train on them too.
+        """
+        targets = np.asarray(targets, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            costs = np.where(targets > 0, 1.0 / np.maximum(targets, 1e-300), np.inf)
+        self._add(np.asarray(features, dtype=np.float32), list(costs), [str(g) for g in groups])
+        self.refit()
+        return self
+
+    def predict_features(self, features: np.ndarray) -> np.ndarray:
+        """Predicted normalised throughput of feature rows (the columns of :meth:`features`)."""
+        if not self._fitted:
+            raise RuntimeError(
+                f"{type(self).__name__} has not been fitted: call fit_features or update first"
+            )
+        return np.asarray(self._predict(np.asarray(features, dtype=np.float32)), dtype=np.float64)
+
+    def _add(self, features: np.ndarray, costs: Sequence[float], groups: Sequence[str]) -> None:
+        if not len(features) == len(costs) == len(groups):
+            raise ValueError(f"{len(features)} feature rows, {len(costs)} targets, {len(groups)} groups")
+        if self._features and features.shape[1] != self._features[0].shape[1]:
+            raise ValueError(
+                f"feature rows of width {features.shape[1]}, but the model holds rows of width "
+                f"{self._features[0].shape[1]}"
+            )
+        self._features.append(features)
+        self._costs.extend(float(c) for c in costs)
+        self._groups.extend(groups)
+
+    def refit(self) -> None:
+        """Fit the estimator on all collected measurements (no-op without any successful one)."""
+        costs = np.asarray(self._costs, dtype=np.float64)
+        if not np.isfinite(costs).any():
+            return
+        groups = np.asarray(self._groups)
+        self._fit(np.concatenate(self._features), normalised_throughput(costs, groups), groups)
+        self._fitted = True
+
+    def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
+        """Predicted normalised throughput (higher is better); uniform random scores before any update."""
+        if not self._fitted:
+            return self._rng.uniform(size=len(candidates))
+        return self.predict_features(self.features(context, candidates))
+
+    # ---- persistence -----------------------------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self.hyper_parameters}
+
+    def save(self, path: str | Path) -> None:
+        """Write the model, its hyper-parameters and its training data to one archive at ``path``."""
+        meta = {"model": type(self).__name__, "params": self.get_params(), "fitted": self._fitted}
+        data = io.BytesIO()
+        features = np.concatenate(self._features) if self._features else np.zeros((0, 0), np.float32)
+        np.savez(data, features=features, costs=np.asarray(self._costs), groups=np.asarray(self._groups))
+        blobs = {"data.npz": data.getvalue()}
+        if self._fitted:
+            blobs["model.bin"] = self._state_bytes()
+        write_archive(path, _FORMAT_NAME, FORMAT_VERSION, meta, blobs)
+
+    def load(self, path: str | Path) -> None:
+        """Restore a model saved by :meth:`save` of the same class; raises :class:`CostModelFileError`."""
+        meta, data, blob = _read_archive(Path(path), type(self).__name__)
+        for name, value in meta["params"].items():
+            setattr(self, name, value)
+        self._features = [data["features"]] if len(data["costs"]) else []
+        self._costs = [float(c) for c in data["costs"]]
+        self._groups = [str(g) for g in data["groups"]]
+        self._fitted = blob is not None
+        if blob is not None:
+            self._load_state(blob)
+
+
+def saved_model_class(path: str | Path) -> str:
+    """Class name of the model saved at ``path`` (e.g. ``"XGBoostCostModel"``); raises
+    :class:`CostModelFileError` for a file that is not a saved model of this format version."""
+    meta, _, _ = _read_archive(Path(path), None)
+    return str(meta.get("model"))
+
+
+def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, bytes | None]:
+    meta, blobs = read_archive(path, _FORMAT_NAME, FORMAT_VERSION, expected_model)
+    needed = ["data.npz", "model.bin"] if meta.get("fitted") else ["data.npz"]
+    missing = [name for name in needed if name not in blobs]
+    if missing:
+        raise CostModelFileError(
+            f"{path}: the archive lacks {', '.join(missing)}; expected a {_FORMAT_NAME} archive, "
+            f"format version {FORMAT_VERSION}"
+        )
+    try:
+        data = np.load(io.BytesIO(blobs["data.npz"]))
+    except (ValueError, OSError) as err:
+        raise CostModelFileError(f"{path}: data.npz is not readable ({err})") from err
+    return meta, data, blobs.get("model.bin")

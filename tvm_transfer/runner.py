@@ -1,0 +1,37 @@
+"""Runner settings shared by every tuning run, collection and benchmark."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from tvm.s_tir import meta_schedule as ms
+
+
+def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
+    """Time each candidate ``repeat`` times, each the mean of ``number`` runs lasting at least
+    ``min_repeat_ms`` milliseconds in total (the settings of every runner here)."""
+    return ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+
+def local_runner(
+    number: int = 3,
+    repeat: int = 1,
+    min_repeat_ms: int = 50,
+    timeout_sec: float = 30.0,
+    num_threads: int | None = None,
+) -> ms.runner.LocalRunner:
+    """A ``LocalRunner`` with :func:`evaluator_config`. ``num_threads`` sets the threads the measured
+    programs run on (TVM's ``TVM_NUM_THREADS``, set in the runner's worker before its thread pool starts),
+    so that a target is measured on as many cores as its ``num-cores``. Without it TVM's runtime takes
+    half the logical CPUs (it assumes hyper-threading): a single thread on a 2-vCPU machine."""
+    initializer = functools.partial(_limit_threads, num_threads) if num_threads else None
+    return ms.runner.LocalRunner(
+        timeout_sec=timeout_sec,
+        evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
+        initializer=initializer,
+    )
+
+
+def _limit_threads(num_threads: int) -> None:
+    os.environ["TVM_NUM_THREADS"] = str(num_threads)

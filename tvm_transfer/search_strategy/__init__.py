@@ -1,0 +1,1 @@
+"""Search strategies: trace replay and repair, the Gaussian-copula transfer search."""

@@ -1,0 +1,273 @@
+"""Copula proposals of MetaSchedule candidates for a new task, learned from other tasks' measured records.
+
+Source records are grouped by design-space signature (:func:`.encoding.trace_signature`); each group gets
+a :class:`.copula.ConditionalCopula` over task descriptor + decision vector. For a target task, every design
+space whose signature has a copula is sampled (draws split in proportion to the group's kept source rows),
+samples are repaired to the target's loop extents, deduplicated, ordered and validated by replay +
+post-processing (:meth:`.encoding.SpaceEncoding.replay`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import tvm
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget
+from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
+from tvm_transfer.search_strategy.copula.encoding import (
+    SpaceEncoding,
+    decision_columns,
+    decision_vector,
+    trace_decisions,
+    trace_signature,
+)
+from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Proposal", "TraceCopulaSampler"]
+
+
+@dataclass
+class Proposal:
+    """A validated candidate: its post-processed schedule, decisions and the signature of its space."""
+
+    schedule: Schedule
+    decisions: list
+    signature: str
+    frequency: int
+
+
+class TraceCopulaSampler:
+    """Fit copulas on source records; propose valid, distinct candidates for a target task.
+
+    Parameters
+    ----------
+    quantile:
+        Share of each source task's measured records kept (best first). The defaults (quantile 0.1,
+        Gaussian-KDE marginals, ``"density"`` order) are the settings chosen on VTA (see
+        :class:`.vta.VtaCopulaSampler`); on CPU their draws alone beat the paper's (quantile 0.3,
+        truncated Gaussian, sampling order): 62-90% vs 46-62% of the best re-timed latency in the first
+        evaluation on matmul, 61-75% vs 39-52% on conv2d (seeds 4-6, ``docs/copula_search.md``).
+    distribution:
+        Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
+    order:
+        One of :data:`.copula.ORDERS`. ``"density"`` (default): the repaired conditional centre first,
+        then the distinct draws by conditional copula density; ``"centre"``: the centre first, then by
+        frequency; ``"frequency"``: the repaired candidates the copula generates most often first (its
+        modes); ``"sample"``: first generated first (the paper's order).
+    draws:
+        Copula rows drawn per proposed candidate.
+    anchors:
+        Propose the configurations the copula was fitted on (each source task's best quantile), repaired to
+        the target's loop extents, before any draw: every source task's best first, nearest task (squared
+        descriptor distance) first, then every task's second best, and so on. Beyond the paper (``False``
+        is its setting): the draws combine columns of different source configurations, while a source's
+        best tiling often stays good intact at a nearby shape. First evaluation, of the best re-timed
+        latency: CPU matmul 86-96% with anchors vs 62-90% draws only; CPU conv2d 61-80% vs 60-75%; with
+        the anchors measured in a pretrained model's order (:class:`.strategy.CopulaSearch` ``rank_pool``)
+        88-94% and 84-96% (``docs/copula_search.md``).
+    """
+
+    def __init__(
+        self,
+        quantile: float = 0.1,
+        distribution: str = "gaussian_kde",
+        order: str = "density",
+        draws: int = 8,
+        anchors: bool = True,
+    ) -> None:
+        check_order(order)
+        self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
+        self.anchors = anchors
+
+    def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
+        if not records:
+            raise ValueError("no source records to fit on")
+        groups: dict[str, list[dict]] = {}
+        descriptor_columns: dict[str, list[str]] = {}
+        for record in records:
+            try:
+                decisions = trace_decisions(record.trace)
+            except ValueError as error:  # an unsupported sampling instruction: not transferable
+                log.info("skipping a source record: %s", error)
+                continue
+            signature = trace_signature(record.trace)
+            row = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
+            row.update(record.descriptor, cost=record.seconds, task=record.task)
+            groups.setdefault(signature, []).append(row)
+            # Fused tasks of one design space can differ in argument count (a residual input, bias): the
+            # copula conditions on the descriptor columns all of them have.
+            shared = descriptor_columns.get(signature)
+            kept = record.descriptor if shared is None else shared
+            descriptor_columns[signature] = [c for c in kept if c in record.descriptor]
+        self.copulas_: dict[str, ConditionalCopula] = {}
+        self.weights_: dict[str, int] = {}
+        for signature, rows in groups.items():
+            frame = pd.DataFrame(rows)
+            values = [c for c in frame if c.startswith("s") and c[1:2].isdigit()]
+            descriptors = [c for c in descriptor_columns[signature] if c in frame]
+            frame = frame.dropna(subset=descriptors + values)  # tasks whose descriptor lacks a column
+            if not np.isfinite(frame["cost"]).any():
+                continue
+            copula = ConditionalCopula(self.quantile, self.distribution)
+            try:
+                copula.fit(frame, descriptors, values)
+            except ValueError as error:
+                log.info("no copula for one design space: %s", error)
+                continue
+            self.copulas_[signature] = copula
+            self.weights_[signature] = copula.n_rows_
+        if not self.copulas_:
+            raise ValueError("no design space of the sources has a finite measured record to learn from")
+        return self
+
+    def encodings(
+        self,
+        mod: tvm.IRModule,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence,
+        descriptor: Mapping[str, float] | None = None,
+    ) -> list[SpaceEncoding]:
+        """The target's design spaces (one per signature) that some source copula covers; with the target's
+        ``descriptor``, only those whose copula conditions on columns it has (a warning names the others)."""
+        found: dict[str, SpaceEncoding] = {}
+        for space in design_spaces:
+            encoding = SpaceEncoding(mod, space, postprocs)
+            if encoding.signature in self.copulas_ and encoding.signature not in found:
+                found[encoding.signature] = encoding
+        if descriptor is None:
+            return list(found.values())
+        usable = []
+        for encoding in found.values():
+            needed = self.copulas_[encoding.signature].descriptor_columns_
+            missing = [c for c in needed if c not in descriptor]
+            if missing:
+                log.warning("a matching design space's sources have arguments the task lacks (%s): skipped",
+                            ", ".join(missing))  # fmt: skip
+            else:
+                usable.append(encoding)
+        return usable
+
+    def _draw(self, encodings: Sequence[SpaceEncoding], descriptor: dict, n: int, seed: int) -> list[tuple]:
+        """``n`` repaired draws split over the spaces, as (signature, decisions-json) in draw order."""
+        total = sum(self.weights_[e.signature] for e in encodings)
+        out: list[tuple] = []
+        for i, encoding in enumerate(encodings):
+            share = max(1, round(n * self.weights_[encoding.signature] / total))
+            copula = self.copulas_[encoding.signature]
+            frame = copula.sample(descriptor, share, seed=seed + i)
+            if list(frame.columns) != encoding.columns:
+                raise ValueError("source and target design spaces encode to different columns")
+            for row in frame.to_numpy():
+                decisions = encoding.repair(row)
+                out.append((encoding.signature, repr(decisions), decisions))
+        return out
+
+    def _anchor_decisions(self, encodings: Sequence[SpaceEncoding], descriptor: dict) -> list[tuple]:
+        """The copulas' kept source configurations repaired to each space, as (signature, key, decisions),
+        in anchor order (rank within its source task, then the task's distance to ``descriptor``)."""
+        ordered: list[tuple] = []
+        for encoding in encodings:
+            kept = self.copulas_[encoding.signature].kept_rows_
+            if not set(encoding.columns) <= set(kept.columns):
+                raise ValueError("source and target design spaces encode to different columns")
+            shared = [c for c in descriptor if c in kept.columns]
+            distance = ((kept[shared] - pd.Series(descriptor)[shared]) ** 2).sum(axis=1)
+            for row, cost, task, far in zip(
+                kept[encoding.columns].to_numpy(), kept["cost"], kept["task"], distance, strict=True
+            ):
+                decisions = encoding.repair(row)
+                ordered.append((task, cost, far, encoding.signature, repr(decisions), decisions))
+        frame = pd.DataFrame(ordered, columns=["task", "cost", "far", "sig", "key", "decisions"])
+        frame["rank"] = frame.groupby("task")["cost"].rank(method="first")
+        frame = frame.sort_values(["rank", "far"], kind="stable")
+        return list(zip(frame["sig"], frame["key"], frame["decisions"], strict=True))
+
+    def propose(
+        self,
+        mod: tvm.IRModule,
+        target: tvm.target.Target,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence[ms.postproc.Postproc],
+        count: int,
+        seed: int = 0,
+    ) -> list[Proposal]:
+        """Up to ``count`` distinct valid candidates for the task ``mod`` on ``target``, best-guess first."""
+        descriptor = task_descriptor(mod, target)
+        encodings = self.encodings(mod, design_spaces, postprocs, descriptor)
+        if not encodings:
+            log.warning("no design space of this task matches a source design space: no copula samples")
+            return []
+        by_signature = {e.signature: e for e in encodings}
+        drawn = self._draw(encodings, descriptor, max(count * self.draws, 64), seed)
+        anchors = self._anchor_decisions(encodings, descriptor) if self.anchors else []
+        unique: dict[tuple, list] = {}
+        for sig, key, decisions in anchors + drawn:
+            unique.setdefault((sig, key), decisions)
+        centre = None
+        if self.order in CENTRED_ORDERS:
+            # The centre of the space with the most kept source rows (the one that gets most draws).
+            space = max(encodings, key=lambda e: self.weights_[e.signature])
+            row = self.copulas_[space.signature].centre(descriptor).to_numpy()[0]
+            decisions = space.repair(row)
+            centre = (space.signature, repr(decisions))
+            unique.setdefault(centre, decisions)
+
+        def density(keys: list[tuple]) -> list[float]:
+            """Conditional copula log density of each (signature, decisions) key, per space."""
+            scores = [0.0] * len(keys)
+            for sig, encoding in by_signature.items():
+                at = [i for i, (s, _) in enumerate(keys) if s == sig]
+                if not at:
+                    continue
+                vectors = [encoding.encode(unique[keys[i]]) for i in at]
+                frame = pd.DataFrame(vectors, columns=encoding.columns)
+                for i, value in zip(at, self.copulas_[sig].log_density(descriptor, frame), strict=True):
+                    scores[i] = float(value)
+            return scores
+
+        anchor_counts = Counter((sig, key) for sig, key, _ in anchors)  # insertion-ordered: anchor order
+        keys = ((sig, key) for sig, key, _ in drawn)
+        sequence = list(anchor_counts.items()) + [
+            (key, times)
+            for key, times in ranked(keys, self.order, centre, density)
+            if key not in anchor_counts
+        ]
+        proposals: list[Proposal] = []
+        for (sig, key), times in sequence:
+            if len(proposals) >= count:
+                break
+            schedule = by_signature[sig].replay(unique[(sig, key)])
+            if schedule is not None:
+                proposals.append(Proposal(schedule, unique[(sig, key)], sig, times))
+        return proposals
+
+    def budget(
+        self,
+        mod: tvm.IRModule,
+        target: tvm.target.Target,
+        design_spaces: Sequence[Schedule],
+        postprocs: Sequence,
+        success_bar: float = 0.5,
+        max_draws: int = 4096,
+        seed: int = 0,
+    ) -> BudgetEstimate:
+        """The paper's budget rule for this task: ``|S|`` = the covered spaces' decision combinations;
+        ``C`` = distinct repaired candidates among ``min(|S|, max_draws)`` conditional draws. MetaSchedule
+        spaces are huge, so the draw cap makes ``C`` an underestimate (see ``docs/copula_search.md``)."""
+        descriptor = task_descriptor(mod, target)
+        encodings = self.encodings(mod, design_spaces, postprocs, descriptor)
+        if not encodings:
+            raise ValueError("no design space of this task matches a source design space")
+        size = sum(e.space_size() for e in encodings)
+        drawn = self._draw(encodings, descriptor, min(size, max_draws), seed)
+        return estimate_budget(size, len({(sig, key) for sig, key, _ in drawn}), success_bar=success_bar)

@@ -1,0 +1,1 @@
+"""Tuning sessions: operators, networks, compiling, task selection, schedule transfer, collection."""

@@ -1,0 +1,293 @@
+"""Schedule transfer: replay the best schedules of tuned tasks on similar untuned tasks of a network.
+
+Two fused functions are *similar* when their blocks match one to one in name and iteration structure
+(``matmul: SSR, T_add: SS``), whatever their extents: a MetaSchedule trace addresses blocks by name and
+loops by position, so a trace of one replays on the other. Replay is not a validity check by itself —
+``Trace.apply_to_schedule`` silently repairs tile sizes that do not divide the new extents — so every
+replayed candidate is checked step by step:
+
+1. tile decisions are adapted to the new loop extents explicitly (each inner factor kept when it divides
+   what is left of the loop, else its gcd with it; the outermost factor takes the rest) and, after replay,
+   every ``SamplePerfectTile`` decision of the new trace must multiply to its loop's extent;
+2. MetaSchedule's post-processors for the target must all succeed (what MetaSchedule calls valid);
+3. the candidate must build, and its outputs on random inputs must match TVM's default (unscheduled)
+   lowering of the same task;
+4. it is measured once with the tuning runner, next to the default lowering; the fastest valid candidate
+   is committed to the work dir's database as a tuning record only when it beats the default, so that
+   ``compile_network`` picks it up; otherwise the task keeps TVM's default schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+from tenset_tools.metaschedule import mean_run_seconds
+from tvm_transfer.builder import PersistentBuilder
+from tvm_transfer.cost_model import runner_seconds
+from tvm_transfer.runner import local_runner
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TransferOutcome", "adapt_tile", "block_signature", "replay_trace", "transfer_schedules"]
+
+# Outputs of a transferred schedule must match the default lowering within this relative tolerance
+# (float32 reductions in a different order differ by a few ulps times the reduction length).
+_RTOL = 1e-3
+
+
+@dataclass
+class TransferOutcome:
+    """What happened to one untuned task. ``status`` is ``"transferred"`` (a record from ``source`` was
+    committed), or ``"default"`` (TVM's default lowering is used; ``reason`` says why). Times in seconds;
+    ``candidates`` counts replayed traces, ``valid`` those that passed every check, ``adapted`` the tile
+    decisions that had to be changed for the new extents (summed over valid candidates)."""
+
+    task: str
+    status: str
+    source: str | None = None
+    seconds: float = float("inf")
+    default_seconds: float = float("inf")
+    candidates: int = 0
+    valid: int = 0
+    adapted: int = 0
+    reason: str = ""
+    sources_tried: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"transferred-from-{self.source}" if self.status == "transferred" else "default"
+
+
+def block_signature(mod: tvm.IRModule) -> tuple[tuple[str, str], ...]:
+    """The top-level blocks of ``mod``'s ``main`` as (name, iteration kinds) pairs, e.g.
+    ``(("matmul", "SSR"), ("T_add", "SS"))``: what a trace relies on, extents left out."""
+    sch = Schedule(mod)
+    kinds = {0: "S", 2: "R"}
+    out = []
+    for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(block_rv)
+        out.append((block.name_hint, "".join(kinds.get(int(iv.iter_type), "O") for iv in block.iter_vars)))
+    return tuple(out)
+
+
+def adapt_tile(decision: Sequence[int], extent: int) -> list[int]:
+    """A perfect tiling of ``extent`` close to ``decision``: from the innermost factor out, keep a factor
+    when it divides what is left of the loop, else take its gcd with it; the outermost takes the rest.
+    The product of the result is always ``extent``; an already perfect decision comes back unchanged."""
+    factors = [int(x) for x in decision]
+    left = int(extent)
+    for i in range(len(factors) - 1, 0, -1):
+        factors[i] = factors[i] if left % factors[i] == 0 else math.gcd(factors[i], left)
+        left //= factors[i]
+    factors[0] = left
+    return factors
+
+
+def replay_trace(
+    trace: tvm.s_tir.schedule.Trace, mod: tvm.IRModule, context: ms.TuneContext
+) -> tuple[Schedule, int]:
+    """Replay ``trace`` (post-processing instructions dropped) on ``mod``, adapting tile decisions to the
+    new extents, then run ``context``'s post-processors. Returns the schedule and the number of adapted
+    tile decisions; raises ``ValueError`` when the trace does not replay, a tiling is not perfect, or a
+    post-processor rejects the result."""
+    sch = Schedule(mod, debug_mask="all")
+    extents: dict[int, int] = {}
+    adapted = 0
+
+    def provide(inst, inputs, attrs, decision):
+        nonlocal adapted
+        if inst.kind.name != "SamplePerfectTile":
+            return decision
+        extent = int(sch.get(inputs[0]).extent)
+        new = adapt_tile(list(decision), extent)
+        adapted += new != [int(x) for x in decision]
+        extents[len(extents)] = extent
+        return new
+
+    try:
+        trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
+    except Exception as error:  # TVM raises its own error types for a missing block or a bad primitive
+        raise ValueError(f"trace does not replay: {str(error).splitlines()[0][:200]}") from error
+    tiles = [inst for inst in sch.trace.insts if inst.kind.name == "SamplePerfectTile"]
+    for i, inst in enumerate(tiles):
+        product = math.prod(int(x) for x in sch.trace.get_decision(inst))
+        if product != extents.get(i):
+            raise ValueError(
+                f"tile decision {i} multiplies to {product}, not the loop extent {extents.get(i)}"
+            )
+    if not all(postproc.apply(sch) for postproc in context.space_generator.postprocs):
+        raise ValueError("a MetaSchedule post-processor rejected the replayed schedule")
+    return sch, adapted
+
+
+def _random_args(args_info: Sequence, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for info in args_info:
+        shape, dtype = [int(x) for x in info.shape], str(info.dtype)
+        if dtype.startswith("float"):
+            arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
+        else:  # integer inputs are usually indices: zeros stay in bounds
+            arrays.append(np.zeros(shape, dtype=dtype))
+    return arrays
+
+
+def _run(function, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    args = [tvm.runtime.tensor(a.copy()) for a in arrays]
+    function(*args)
+    return [a.numpy() for a in args]
+
+
+def _matches(got: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> bool:
+    for a, b in zip(got, expected, strict=True):
+        scale = 1.0 + float(np.max(np.abs(b))) if b.size else 1.0
+        if a.shape != b.shape or not np.all(np.isfinite(a) == np.isfinite(b)):
+            return False
+        if b.size and float(np.nanmax(np.abs(a - b))) > _RTOL * scale:
+            return False
+    return True
+
+
+def _measure(builder, runner, target, mods: Sequence[tvm.IRModule], args_info) -> tuple[list[float], list]:
+    """Build ``mods`` with ``builder`` and time them once with ``runner``: (seconds, loaded modules) per
+    module; ``inf``/``None`` for a failed build or run."""
+    built = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
+    ok = [i for i, b in enumerate(built) if b.error_msg is None]
+    inputs = [ms.runner.RunnerInput(built[i].artifact_path, "cpu", args_info) for i in ok]
+    futures = runner.run(inputs) if inputs else []
+    seconds = [float("inf")] * len(mods)
+    loaded: list = [None] * len(mods)
+    for i, future in zip(ok, futures, strict=True):
+        seconds[i] = runner_seconds(future.result())
+        loaded[i] = tvm.runtime.load_module(built[i].artifact_path)
+    return seconds, loaded
+
+
+def _context(mod: tvm.IRModule, target: tvm.target.Target, name: str) -> ms.TuneContext:
+    return ms.TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", task_name=name, num_threads=1
+    )
+
+
+def transfer_schedules(
+    untuned: Sequence,
+    tuned: Sequence,
+    database: ms.database.Database,
+    target: tvm.target.Target,
+    *,
+    candidates: int = 3,
+    max_sources: int = 2,
+    builder: PersistentBuilder | None = None,
+    runner: ms.runner.Runner | None = None,
+    seed: int = 0,
+) -> list[TransferOutcome]:
+    """Give each task of ``untuned`` the best valid schedule replayed from a similar task of ``tuned``.
+
+    ``untuned`` and ``tuned`` are ``ExtractedTask`` objects of the same network (``tuned`` ones have
+    records in ``database``). For each untuned task, at most ``max_sources`` similar tuned tasks (same
+    :func:`block_signature`, closest FLOPs first) contribute their ``candidates`` best records each; the
+    replayed candidates are checked (see the module docstring), measured once next to the default
+    lowering, and the fastest is committed to ``database`` when it beats the default.
+    ``builder``/``runner`` default to a fresh :class:`PersistentBuilder` (shut down here) and
+    :func:`local_runner` on the target's cores.
+    """
+    from tvm_transfer.tuning.task_selection import task_flops
+
+    own_builder = builder is None
+    builder = builder or PersistentBuilder()
+    runner = runner or local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None)
+    sources = []
+    for task in tuned:
+        mod = task.dispatched[0]
+        top = list(database.get_top_k(database.commit_workload(mod), candidates))
+        top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
+        if top:
+            sources.append((task, block_signature(mod), task_flops(task), top))
+    outcomes = []
+    try:
+        for index, task in enumerate(untuned):
+            outcomes.append(
+                _transfer_one(
+                    task, sources, database, target, candidates, max_sources, builder, runner, seed + index
+                )
+            )
+    finally:
+        if own_builder:
+            builder.shutdown()
+    return outcomes
+
+
+def _transfer_one(task, sources, database, target, candidates, max_sources, builder, runner, seed):
+    from tvm_transfer.tuning.task_selection import task_flops
+
+    mod = task.dispatched[0]
+    signature = block_signature(mod)
+    flops = max(task_flops(task), 1.0)
+    similar = [s for s in sources if s[1] == signature]
+    similar.sort(key=lambda s: abs(math.log(max(s[2], 1.0) / flops)))
+    outcome = TransferOutcome(task.task_name, "default")
+    if not similar:
+        outcome.reason = "no tuned task with the same block structure"
+        return outcome
+    context = _context(mod, target, task.task_name)
+    replayed: list[tuple[str, Schedule, int]] = []
+    seen: set[str] = set()
+    failures = []
+    for source_task, _, _, records in similar[:max_sources]:
+        outcome.sources_tried.append(source_task.task_name)
+        for record in records:
+            outcome.candidates += 1
+            try:
+                sch, adapted = replay_trace(record.trace, mod, context)
+            except ValueError as error:
+                failures.append(str(error))
+                continue
+            key = str(tvm_ffi.structural_hash(sch.mod))
+            if key not in seen:
+                seen.add(key)
+                replayed.append((source_task.task_name, sch, adapted))
+    if not replayed:
+        outcome.reason = f"no trace replayed validly ({failures[0] if failures else 'no records'})"
+        return outcome
+    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    seconds, loaded = _measure(builder, runner, target, [mod] + [s.mod for _, s, _ in replayed], args_info)
+    outcome.default_seconds = seconds[0]
+    arrays = _random_args(args_info, seed)
+    expected = _run(loaded[0]["main"], arrays) if loaded[0] is not None else None
+    best = None
+    for (source, sch, adapted), secs, module in zip(replayed, seconds[1:], loaded[1:], strict=True):
+        if module is None or not np.isfinite(secs):
+            continue
+        if expected is not None and not _matches(_run(module["main"], arrays), expected):
+            log.warning("%s: a trace from %s replayed but computes wrong results", task.task_name, source)
+            continue
+        outcome.valid += 1
+        outcome.adapted += adapted
+        if best is None or secs < best[1]:
+            best = (source, secs, sch)
+    if best is None:
+        outcome.reason = "replayed candidates failed to build, run or match the default lowering"
+        return outcome
+    outcome.seconds = best[1]
+    if best[1] >= outcome.default_seconds:
+        outcome.reason = "the default lowering was faster"
+        return outcome
+    record = ms.database.TuningRecord(
+        trace=best[2].trace,
+        workload=database.commit_workload(mod),
+        run_secs=[best[1]],
+        target=target,
+        args_info=args_info,
+    )
+    database.commit_tuning_record(record)
+    outcome.status, outcome.source = "transferred", best[0]
+    return outcome
