@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tvm
 from tqdm.auto import tqdm
-from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
-from tvm_transfer.cost_model import make_cost_model, runner_seconds
+from tvm_transfer.callbacks import ProgressCallback
+from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.runner import local_runner
 from tvm_transfer.target import as_target
 from tvm_transfer.workloads import Workload
@@ -90,32 +90,6 @@ class TuneResult:
             rows.append(("TVM speed / PyTorch", f"{self.reference_seconds / self.best_seconds:.2f}x"))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-@derived_object
-class ProgressCallback(ms.measure_callback.PyMeasureCallback):
-    """Measure callback that advances a progress bar per measured batch and records the latencies."""
-
-    def __init__(self, total: int, enabled: bool = True, bar: tqdm | None = None) -> None:
-        super().__init__()
-        self.latencies: list[float] = []
-        # A caller's bar (e.g. one over a whole collection) is advanced but left open.
-        self._own_bar = bar is None
-        self._bar = (
-            bar if bar is not None else tqdm(total=total, unit="trial", disable=not enabled, desc="tuning")
-        )
-
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        for built, ran in zip(builder_results, runner_results, strict=True):
-            self.latencies.append(float("inf") if built.error_msg else runner_seconds(ran))
-        finite = [x for x in self.latencies if np.isfinite(x)]
-        if finite:
-            self._bar.set_postfix(best=f"{min(finite) * 1e3:.4g} ms")
-        self._bar.update(len(runner_results))
-
-    def close(self) -> None:
-        if self._own_bar:
-            self._bar.close()
 
 
 def _database(work_dir: Path) -> ms.database.JSONDatabase:

@@ -1,0 +1,36 @@
+"""MetaSchedule measure callbacks of tuning runs."""
+
+from __future__ import annotations
+
+import numpy as np
+from tqdm.auto import tqdm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.cost_model import runner_seconds
+
+
+@derived_object
+class ProgressCallback(ms.measure_callback.PyMeasureCallback):
+    """Measure callback that advances a progress bar per measured batch and records the latencies."""
+
+    def __init__(self, total: int, enabled: bool = True, bar: tqdm | None = None) -> None:
+        super().__init__()
+        self.latencies: list[float] = []
+        # A caller's bar (e.g. one over a whole collection) is advanced but left open.
+        self._own_bar = bar is None
+        self._bar = (
+            bar if bar is not None else tqdm(total=total, unit="trial", disable=not enabled, desc="tuning")
+        )
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        for built, ran in zip(builder_results, runner_results, strict=True):
+            self.latencies.append(float("inf") if built.error_msg else runner_seconds(ran))
+        finite = [x for x in self.latencies if np.isfinite(x)]
+        if finite:
+            self._bar.set_postfix(best=f"{min(finite) * 1e3:.4g} ms")
+        self._bar.update(len(runner_results))
+
+    def close(self) -> None:
+        if self._own_bar:
+            self._bar.close()
