@@ -26,8 +26,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 bench-quick: $(STAMP)
-	$(BIN)/python benchmarks/baselines.py --quick
-	$(BIN)/python benchmarks/features.py --quick
+	$(BIN)/python -m benchmarks.baselines --quick
+	$(BIN)/python -m benchmarks.features --quick
 
 clean-venv:
 	rm -rf $(VENV)

@@ -22,8 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from common import RESULTS, git_commit, machine_info, write_report
 
+from benchmarks.common import git_commit, machine_info, report_path, write_report
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.tuning.session import TuneOptions, TuneResult, tune_workload
 from tvm_transfer.workloads import make_workload
@@ -141,7 +141,7 @@ def main() -> None:
         references[task] = min(references[task], make_workload(task, shape).reference_seconds())
     rows, table = summarise(results, references, trials)
     name = "baselines" if args.seed == 0 else f"baselines_seed{args.seed}"
-    plot(results, RESULTS / f"{name}{'_quick' if args.quick else ''}.png")
+    plot(results, report_path("baselines", name, ".png", quick=args.quick))
     machine = machine_info()
     header = (
         f"# Baseline cost models, {trials} trials per task\n\n"
@@ -159,7 +159,7 @@ def main() -> None:
         "pytorch_reference_seconds": references,
         "rows": rows,
     }
-    write_report(name, report, header + table + "\n", quick=args.quick)
+    write_report("baselines", name, report, header + table + "\n", quick=args.quick)
 
 
 if __name__ == "__main__":

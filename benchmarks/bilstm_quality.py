@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from common import git_commit, machine_info, write_report
 
+from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.metrics import evaluate_predictions
 from tenset_tools.prune import prune
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": time.perf_counter() - start,
         "results": bench.rows,
     }
-    write_report(args.report_name, report, _markdown(bench.rows, args, reports), quick=args.quick)
+    write_report("bilstm", args.report_name, report, _markdown(bench.rows, args, reports), quick=args.quick)
     return 0
 
 

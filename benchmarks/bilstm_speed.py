@@ -27,10 +27,10 @@ import tempfile
 import time
 
 import torch
-from common import git_commit, machine_info, write_report
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "predict_time_ratio_bilstm_over_xgboost": ratio,
         "tuning": share,
     }
-    write_report("bilstm_speed", report, markdown, quick=args.quick)
+    write_report("bilstm", "bilstm_speed", report, markdown, quick=args.quick)
     return 0
 
 

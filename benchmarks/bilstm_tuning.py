@@ -68,10 +68,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from common import RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
+from benchmarks.common import RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
 from tenset_tools.metaschedule import find_databases, read_sidecar
@@ -406,7 +406,7 @@ def _report(rows: list[dict], tasks: list, transfers: dict, host: str, args, sta
         "finished_pairs": len(rows),
         "planned_pairs": len(tasks) * len(args.seeds),
     }
-    write_report(args.report_name, report, "\n".join(lines) + "\n", quick=args.quick)
+    write_report("bilstm", args.report_name, report, "\n".join(lines) + "\n", quick=args.quick)
 
 
 if __name__ == "__main__":

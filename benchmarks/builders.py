@@ -18,10 +18,10 @@ import argparse
 import logging
 import time
 
-from common import git_commit, machine_info, write_report
-from features import sample
 from tvm.s_tir import meta_schedule as ms
 
+from benchmarks.common import git_commit, machine_info, write_report
+from benchmarks.features import sample
 from tvm_transfer.builder import PersistentBuilder, fast_build, import_tensor_intrin_fast
 from tvm_transfer.target import host_target, target_id
 
@@ -90,7 +90,7 @@ def main() -> None:
         "settings": {"batches": num_batches, "batch_size": BATCH, "sampling_seed": 1},
         "builders": figures,
     }
-    write_report("builders", report, "\n".join(lines) + "\n", quick=args.quick)
+    write_report("builders", "builders", report, "\n".join(lines) + "\n", quick=args.quick)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""What every benchmark records: the machine, the commit, and where the results go."""
+"""What every benchmark records: the machine, the commit, and where the results go
+(``benchmarks/results/<system>/<name>.{json,md,png}``)."""
 
 from __future__ import annotations
 
@@ -36,16 +37,21 @@ def git_commit(short: bool = False) -> str:
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def write_report(name: str, report: dict, markdown: str, quick: bool = False) -> None:
-    """Write ``results/<name>.json`` and ``results/<name>.md`` and print the Markdown table.
+def report_path(system: str, name: str, suffix: str, quick: bool = False) -> Path:
+    """``results/<system>/<name><suffix>`` (the folder is created), e.g. ``("copula", "copula_vta", ".png")``.
 
-    Quick (smoke) runs go to ``<name>_quick.*`` so that they never overwrite the full results quoted in
-    closing notes.
+    Quick (smoke) runs get ``<name>_quick<suffix>``, which git ignores, so that they never overwrite the
+    full results that the documentation quotes.
     """
-    name = f"{name}_quick" if quick else name
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
-    (RESULTS / f"{name}.md").write_text(markdown)
+    folder = RESULTS / system
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}{'_quick' if quick else ''}{suffix}"
+
+
+def write_report(system: str, name: str, report: dict, markdown: str, quick: bool = False) -> None:
+    """Write ``results/<system>/<name>.json`` and ``.md`` (see :func:`report_path`) and print the Markdown."""
+    report_path(system, name, ".json", quick).write_text(json.dumps(report, indent=2, default=float) + "\n")
+    report_path(system, name, ".md", quick).write_text(markdown)
     print(markdown)
 
 

@@ -48,8 +48,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from common import RESULTS, RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
 
+from benchmarks.common import (
+    RETIME_ROUNDS,
+    git_commit,
+    machine_info,
+    records_in_order,
+    report_path,
+    retime,
+    write_report,
+)
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.search_strategy.copula import (
@@ -570,8 +578,8 @@ def main() -> None:
     if args.skip_vta:
         name = "copula_cpu_" + "_".join(args.kinds)
     name += args.tag
-    plot(report, RESULTS / f"{name}{'_quick' if args.quick else ''}.png")
-    write_report(name, report, markdown(report), quick=args.quick)
+    plot(report, report_path("copula", name, ".png", quick=args.quick))
+    write_report("copula", name, report, markdown(report), quick=args.quick)
 
 
 if __name__ == "__main__":

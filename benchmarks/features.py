@@ -20,9 +20,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from common import git_commit, machine_info, write_report
 from tvm.s_tir import meta_schedule as ms
 
+from benchmarks.common import git_commit, machine_info, write_report
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.features import (
     KernelFeatureExtractor,
@@ -113,7 +113,7 @@ def main() -> None:
         "settings": {"candidates": count, "workloads": WORKLOADS, "sampling_seed": 1},
         "candidates_per_second": figures,
     }
-    write_report("features", report, "\n".join(lines) + "\n", quick=args.quick)
+    write_report("features", "features", report, "\n".join(lines) + "\n", quick=args.quick)
 
 
 if __name__ == "__main__":

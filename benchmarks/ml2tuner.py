@@ -28,9 +28,9 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-from common import RESULTS, git_commit, machine_info, write_report
 from tqdm import tqdm
 
+from benchmarks.common import git_commit, machine_info, report_path, write_report
 from tenset_tools.metrics import running_best, trials_to_reach
 from tvm_transfer.vta.ml2tuner import METHODS, WARM_START_OPTIONS, TransferPrior, VtaMeasurer, make_tuner
 from tvm_transfer.vta.ml2tuner.evaluation import LayerData, rmse_ratio, validity_scores
@@ -334,8 +334,8 @@ def main() -> None:
             },
         }
         report["hw"][config] = block
-    write_report(args.name, report, table(report), quick=args.quick)
-    plot(report, RESULTS / f"{args.name}{'_quick' if args.quick else ''}.png")
+    write_report("ml2tuner", args.name, report, table(report), quick=args.quick)
+    plot(report, report_path("ml2tuner", args.name, ".png", quick=args.quick))
 
 
 if __name__ == "__main__":

@@ -40,10 +40,10 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import git_commit, machine_info, write_report
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools.metrics import running_best
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
 from tvm_transfer.cost_model import make_cost_model, runner_seconds
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "total": total,
         "seconds": time.perf_counter() - start,
     }
-    write_report("multilevel_cpu", report, markdown(runs, total, args), quick=args.quick)
+    write_report("ml2tuner", "multilevel_cpu", report, markdown(runs, total, args), quick=args.quick)
     print(markdown(runs, total, args))
     return 0
 

@@ -29,8 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from common import git_commit, machine_info, write_report
-
+from benchmarks.common import git_commit, machine_info, write_report
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.tuning.session import TuneOptions, compile_network, tune_network
@@ -180,7 +179,7 @@ def main() -> None:
             rows.append(run(network, contender, options, args.flops_share, target))
             print(f"  compiled {rows[-1]['compiled_s'] * 1e3:.4f} ms, tuning {rows[-1]['tuning_s']:.1f} s")
         # Written after every network, so that a long run interrupted later keeps the finished networks.
-        write_report("task_selection", report, markdown(rows, header), quick=args.quick)
+        write_report("tuning", "task_selection", report, markdown(rows, header), quick=args.quick)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import git_commit, machine_info, write_report
+
+from benchmarks.common import git_commit, machine_info, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "ansor"
@@ -148,8 +149,8 @@ def _measure(mode: str, tree: Path, out: Path) -> dict:
 
 
 def _run_child(mode: str, tree: Path, out: Path) -> dict:
-    command = [sys.executable, __file__, "--measure", mode, "--tree", str(tree), "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    command = [sys.executable, "-m", "benchmarks.tenset_loader", "--measure", mode, "--tree", str(tree)]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, check=True, cwd=REPO)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = report["machine"]
     title = f"tenset_loader ({mode}, {machine['cpu']}, {machine['cores']} cores)"
     summary = f"{lines} records, {tree_bytes / 1e6:.0f} MB of JSON lines."
-    write_report("tenset_loader", report, f"# {title}\n\n{summary}\n\n{table}\n", quick=args.quick)
+    write_report("tenset", "tenset_loader", report, f"# {title}\n\n{summary}\n\n{table}\n", quick=args.quick)
     return 0
 
 

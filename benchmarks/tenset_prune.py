@@ -17,8 +17,7 @@ import itertools
 import time
 from pathlib import Path
 
-from common import git_commit, machine_info, write_report
-
+from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools.prune import compare_pruning, prune
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tenset_tools.split import SPLIT_SCHEMES, split
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "markdown": table,
     }
     title = f"tenset_prune ({mode}, {args.dataset.name}, {args.split_scheme} split, seed {args.seed})"
-    write_report("tenset_prune", result, f"# {title}\n\n{table}\n", quick=args.quick)
+    write_report("tenset", "tenset_prune", result, f"# {title}\n\n{table}\n", quick=args.quick)
     return 0
 
 

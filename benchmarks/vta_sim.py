@@ -15,9 +15,9 @@ import time
 from collections import Counter
 
 import numpy as np
-from common import git_commit, machine_info, write_report
 from tqdm import tqdm
 
+from benchmarks.common import git_commit, machine_info, write_report
 from vta_ext import sim, timing
 from vta_ext.compiler import compile_program
 from vta_ext.errors import InvalidConfigError
@@ -138,7 +138,7 @@ def main() -> None:
             )
             report["layers"][config_name][name] = sweep(name, hw, [int(p) for p in points])
     report["functional_c2"] = functional_c2(HwConfig(), report["layers"]["default"]["C2"]["best_knobs"])
-    write_report("vta_sim", report, table(report), quick=args.quick)
+    write_report("vta", "vta_sim", report, table(report), quick=args.quick)
 
 
 if __name__ == "__main__":

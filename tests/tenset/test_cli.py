@@ -110,17 +110,15 @@ def test_module_entry_point(ansor_dir, tmp_path):
 
 
 def test_pruning_benchmark_quick_mode(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    import common
-    import tenset_prune
+    from benchmarks import common, tenset_prune
 
     monkeypatch.setattr(common, "RESULTS", tmp_path)  # keep the repository's results untouched
     data = tmp_path / "d.parquet"
     _dataset(data)
     assert tenset_prune.main([str(data), "--quick"]) == 0
-    result = json.loads((tmp_path / "tenset_prune_quick.json").read_text())
+    result = json.loads((tmp_path / "tenset" / "tenset_prune_quick.json").read_text())
     assert [r["flops_coverage"] for r in result["results"]] == [1.0, 0.9]
     assert result["results"][1]["size_reduction"] > result["results"][0]["size_reduction"]
     assert result["split"]["train_records"] + result["split"]["test_records"] == 480
-    assert "| pruned / full |" in (tmp_path / "tenset_prune_quick.md").read_text()
+    assert "| pruned / full |" in (tmp_path / "tenset" / "tenset_prune_quick.md").read_text()
     assert "| pruned / full |" in capsys.readouterr().out
