@@ -4,10 +4,10 @@ Contenders, on the same tasks, target, seed and search settings in one process r
 (default, which scores at random for its first 100 samples), TVM's XGBModel with ``num_warmup_samples=0``,
 TVM's RandomModel, and our XGBoost, LightGBM and MLP cost models.
 
-    python benchmarks/baselines.py --quick   # 1 task x 16 trials per contender (a few minutes)
-    python benchmarks/baselines.py           # 3 tasks x 64 trials per contender
+    python -m benchmarks.baselines --quick   # 1 task x 16 trials per contender (a few minutes)
+    python -m benchmarks.baselines           # 3 tasks x 64 trials per contender
 
-Writes benchmarks/results/baselines.{json,md,png}.
+Writes benchmarks/results/baselines/baselines.{json,md,png}.
 """
 
 from __future__ import annotations

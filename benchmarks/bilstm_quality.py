@@ -1,5 +1,5 @@
 """Cost-model quality of the attention BiLSTM vs our XGBoost, LightGBM and MLP, on held-out tasks and on a
-held-out target (issue 5), each trained on the full and on the FLOPs-pruned training data.
+held-out target, each trained on the full and on the FLOPs-pruned training data.
 
 - **by_task**: ``tenset_tools.split.by_task`` of the dataset and the ``--extra-dataset`` files (whole tasks
   held out on every target, 70/30 by records), repeated for ``--seeds`` (each seed holds out other tasks);
@@ -19,8 +19,8 @@ with the LambdaRank loss predicts ranking scores, not throughputs: its RMSE is n
 Anchors: TenSet XGB (within_task, 500 tasks) pairwise 0.846 / peak@1 0.829 / peak@5 0.905; Verma et al.
 pairwise 0.84-0.90.
 
-Usage: ``python benchmarks/bilstm_quality.py [--quick] [--extra-dataset FILE ...]``. Writes
-``benchmarks/results/bilstm_quality.*``. One process, same splits and seeds for every contender.
+Usage: ``python -m benchmarks.bilstm_quality [--quick] [--extra-dataset FILE ...]``. Writes
+``benchmarks/results/bilstm/bilstm_quality.*``. One process, same splits and seeds for every contender.
 ``--bilstm-variant "NAME=VALUE ..."`` adds a BiLSTM contender with those constructor arguments and
 ``--contenders`` keeps only some of the others: BiLSTM settings compared on the same splits.
 """
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-records", type=int, default=8)
     parser.add_argument("--work-dir", default="/tmp/bilstm_quality")
     parser.add_argument(
-        "--report-name", default="bilstm_quality", help="results/<name>.* (e.g. one name per section)"
+        "--report-name", default="bilstm_quality", help="results/bilstm/<name>.* (e.g. one name per section)"
     )
     args = parser.parse_args(argv)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)

@@ -14,7 +14,7 @@
    residual every batch), the same model updating as before the fix (network re-adapted at every batch,
    no online residual: ``online_growth=1, online_rounds=0``), and our XGBoost model.
 
-Usage: ``python benchmarks/bilstm_speed.py [--quick]``. Writes ``benchmarks/results/bilstm_speed.*``.
+Usage: ``python -m benchmarks.bilstm_speed [--quick]``. Writes ``benchmarks/results/bilstm/bilstm_speed.*``.
 The machine is shared with other jobs: compare ratios within one run.
 """
 

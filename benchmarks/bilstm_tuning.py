@@ -1,5 +1,5 @@
 """Tuning with the transferred BiLSTM: best latency after 8/16/32/64 trials on the tasks of a network the
-model never saw, vs TVM's XGBModel from scratch and random search (issue 5).
+model never saw, vs TVM's XGBModel from scratch and random search.
 
 Setup (one run, same tasks, seeds and search settings for every contender):
 
@@ -34,24 +34,25 @@ seed), so they share the machine's load. Reported: per seed, task and contender 
 mean over tasks per seed, and over all (seed, task) pairs. One timing can be 2x off on this machine, so
 the candidate each run measured best at each checkpoint is re-timed (``common.retime``: every pick of a
 task built once and timed in 8 interleaved rounds, fastest); the goal is judged on the re-timed ratios,
-and the ratios as the runs measured them are reported beside them. Goal (issue 5, after Verma et al.):
+and the ratios as the runs measured them are reported beside them. Goal (after Verma et al.):
 the BiLSTM reaches XGBoost's 64-trial latency within 16 trials.
 
-Usage: ``python benchmarks/bilstm_tuning.py [--quick] [--seeds 0 1] [--extra-dataset F ...]
-[--seed-from DIR ...]`` (quick: 2 tasks, 16 trials, few epochs). The run of ``bilstm_tuning.md``::
+Usage: ``python -m benchmarks.bilstm_tuning [--quick] [--seeds 0 1] [--extra-dataset F ...]
+[--seed-from DIR ...]`` (quick: 2 tasks, 16 trials, few epochs). With ``D=benchmarks/data``, the run
+``bilstm_tuning`` of ``results/bilstm/bilstm_tuning.json``::
 
-    python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
-        --extra-dataset results/bilstm_collected_more.parquet --seed-from results/bilstm_collected_more
+    python -m benchmarks.bilstm_tuning --seeds 0 1 --extra-dataset $D/bilstm_collected_x86-64-v2.parquet \
+        --extra-dataset $D/bilstm_collected_more.parquet --seed-from $D/bilstm_collected_more
 
-and of ``bilstm_tuning_variant.md`` (default vs quantile-scaled, batch-16 BiLSTM, side by side)::
+and its run ``bilstm_tuning_variant`` (default vs quantile-scaled, batch-16 BiLSTM, side by side)::
 
-    python bilstm_tuning.py --seeds 0 1 --extra-dataset results/bilstm_collected_x86-64-v2.parquet \
-        --extra-dataset results/bilstm_collected_more.parquet \
-        --extra-dataset results/bilstm_collected_more_x86-64-v2.parquet \
-        --seed-from results/bilstm_collected_more --contenders bilstm,bilstm+anchors-copula-order \
+    python -m benchmarks.bilstm_tuning --seeds 0 1 --extra-dataset $D/bilstm_collected_x86-64-v2.parquet \
+        --extra-dataset $D/bilstm_collected_more.parquet \
+        --extra-dataset $D/bilstm_collected_more_x86-64-v2.parquet \
+        --seed-from $D/bilstm_collected_more --contenders bilstm,bilstm+anchors-copula-order \
         --bilstm-variant "kernel_scaling=quantile batch_size=16" --report-name bilstm_tuning_variant
 
-Writes ``benchmarks/results/bilstm_tuning.*`` (``--report-name``). Takes ~(seeds x tasks x contenders x
+Writes ``benchmarks/results/bilstm/bilstm_tuning.*`` (``--report-name``). Takes ~(seeds x tasks x contenders x
 trials x 1-2 s) on the 2-core machine.
 """
 
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--few", type=int, default=16)
     parser.add_argument("--fine-tune-epochs", type=int, default=15)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full repetition per seed")
-    parser.add_argument("--report-name", default="bilstm_tuning", help="writes results/<name>.*")
+    parser.add_argument("--report-name", default="bilstm_tuning", help="writes results/bilstm/<name>.*")
     parser.add_argument(
         "--online-rounds", type=int, default=None, help="BiLSTM online_rounds (default: model's)"
     )

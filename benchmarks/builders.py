@@ -6,10 +6,10 @@ Contenders: ``LocalBuilder()`` (MetaSchedule's default: fresh workers per batch,
 same batches of sampled conv2d candidates in the same process run; failures (time-outs) are counted,
 because MetaSchedule stores a failed build as a 1e10 s record the cost model never learns from.
 
-    python benchmarks/builders.py --quick   # 2 batches of 16
-    python benchmarks/builders.py           # 6 batches of 16
+    python -m benchmarks.builders --quick   # 2 batches of 16
+    python -m benchmarks.builders           # 6 batches of 16
 
-Writes benchmarks/results/builders.{json,md}.
+Writes benchmarks/results/builders/builders.{json,md}.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def write_report(system: str, name: str, report: dict, markdown: str, quick: boo
     print(markdown)
 
 
-#: Interleaved timing rounds of :func:`retime`. With the minimum of 4 rounds, the qualities (best / latency)
-#: of 24 matmul candidates moved by 0.03 on average between two sets of rounds; with the median of 3, by 0.10.
+#: Interleaved timing rounds of :func:`retime`: enough for the fastest of them to be steadier than the median
+#: of fewer rounds (``docs/copula_search.md``, "Why re-timed", has the measurement).
 RETIME_ROUNDS = 8
 
 
@@ -66,12 +66,12 @@ def retime(
     """Fastest latency (seconds; ``inf`` = failed) of each MetaSchedule-scheduled module over ``rounds``
     timings, keyed as given.
 
-    One timing of a 20-500 us kernel on this 2-vCPU machine can be 2x off (the same schedule timed back to
-    back), so a benchmark that ranks candidates by the tuner's single timing ranks noise. The noise comes in
-    bursts that slow every program timed during them, up to 2-3x, with two threads on the two cores (a
-    stalled thread holds up the other at every barrier); single-threaded timings vary by about 15%. It only
-    ever slows a program down, so the minimum over rounds estimates the undisturbed latency (see
-    :data:`RETIME_ROUNDS` for how much steadier it is than the median). Every module is built once and
+    One timing of a microsecond-scale kernel on a small shared machine can be far off (the same schedule
+    timed back to back differs), so a benchmark that ranks candidates by the tuner's single timing ranks
+    noise. The noise comes in bursts that slow every program timed during them, most with two threads on
+    two cores (a stalled thread holds up the other at every barrier). It only ever slows a program down, so
+    the minimum over rounds estimates the undisturbed latency (``docs/copula_search.md``, "Why re-timed",
+    has the measurements). Every module is built once and
     timed in ``rounds`` interleaved rounds (each round times every module once, with the tuner's evaluator
     settings). ``num_threads``: as for :func:`tvm_transfer.runner.local_runner` (the tuning run's setting).
     """

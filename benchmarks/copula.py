@@ -24,13 +24,13 @@ Metrics per held-out task: quality of the first evaluation and of the best of th
 of the best known (best known / best so far >= 1/1.1), and the paper's budget estimate (success bar 0.5)
 against the trials actually needed.
 
-    python benchmarks/copula.py --quick              # VTA (4 layers) + 3 matmul shapes x 16 trials
-    python benchmarks/copula.py                      # VTA (10 layers x 3 seeds) + 5 matmul shapes x 32 trials
-    python benchmarks/copula.py --kinds              # VTA part only  -> results/copula_vta.*
-    python benchmarks/copula.py --skip-vta           # CPU part only  -> results/copula_cpu_matmul.*
-    python benchmarks/copula.py --kinds --vta-seeds 6 7 8 --tag _heldout2   # chosen seeds, result suffix
+    python -m benchmarks.copula --quick              # VTA (4 layers) + 3 matmul shapes x 16 trials
+    python -m benchmarks.copula                      # VTA (10 layers x 3 seeds) + 5 matmul shapes x 32 trials
+    python -m benchmarks.copula --kinds              # VTA part only  -> results/copula/copula_vta.*
+    python -m benchmarks.copula --skip-vta           # CPU part only  -> results/copula/copula_cpu_matmul.*
+    python -m benchmarks.copula --kinds --vta-seeds 6 7 8 --tag _heldout2   # chosen seeds, result suffix
 
-Writes benchmarks/results/copula[_vta|_cpu_<kinds>][<tag>].{json,md,png}. CPU work dirs are kept in
+Writes benchmarks/results/copula/copula[_vta|_cpu_<kinds>][<tag>].{json,md,png}. CPU work dirs are kept in
 work/copula_bench/ and re-used (a finished run is read back from its database, not re-tuned).
 """
 
@@ -90,7 +90,8 @@ CPU_SHAPES = {
 # order, and the two orders that start from the conditional centre (search.copula.ORDERS).
 # "copula_kde_q0.1*": quantile 0.1 with Gaussian-KDE marginals, picked after looking at source seed 0.
 # "copula_default": the package default (VtaCopulaSampler()), i.e. KDE, q 0.1, "density" order, chosen on
-# source seeds 0-2 (benchmarks/results/copula_vta_dev.md); seeds 3-5 are held out for it.
+# source seeds 0-2 (run copula_vta_dev in benchmarks/results/copula/copula_vta.json); seeds 3-5 are held
+# out for it.
 # --vta-variants selects a subset; the default is every one of them.
 # max_r2 = 1.0 (condition on every non-duplicate descriptor, as before max_r2 existed) unless a name says r2.
 PAPER = {"quantile": 0.3, "distribution": "truncated_gaussian", "max_r2": 1.0}

@@ -6,10 +6,10 @@ encoding from candidates in memory (``Trace.as_json`` + encoding) and from datab
 hardware vector. The evolutionary search scores population x generations candidates per batch (640 with
 the defaults here), so this rate bounds what a learned model can cost per batch.
 
-    python benchmarks/features.py --quick   # 64 candidates per workload
-    python benchmarks/features.py           # 512 candidates per workload
+    python -m benchmarks.features --quick   # 64 candidates per workload
+    python -m benchmarks.features           # 512 candidates per workload
 
-Writes benchmarks/results/features.{json,md}.
+Writes benchmarks/results/features/features.{json,md}.
 """
 
 from __future__ import annotations

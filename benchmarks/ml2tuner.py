@@ -10,13 +10,13 @@ Reports per hardware config and ML2Tuner variant:
 - the profiles ML2Tuner needs to reach the baseline's final best (and 95% of it), as a share of the budget;
 - held-out RMSE of A and P (normalised throughput; pooled over the ten layers) and V's precision/recall.
 
-    python benchmarks/ml2tuner.py --quick   # two layers, two seeds, budget 64 (a minute or two)
-    python benchmarks/ml2tuner.py           # ten layers, five seeds, budget 128 (~30 minutes, shared machine)
-    python benchmarks/ml2tuner.py --seeds 10,11 --configs default --name ml2tuner_dev  # development seeds
+    python -m benchmarks.ml2tuner --quick   # two layers, two seeds, budget 64 (a minute or two)
+    python -m benchmarks.ml2tuner           # ten layers, five seeds, budget 128 (~30 minutes, shared machine)
+    python -m benchmarks.ml2tuner --seeds 10,11 --configs default --name ml2tuner_dev  # development seeds
 
 Simulated latencies are deterministic, so the figures do not depend on the machine's load; the wall times
 in the JSON do. Exhaustive results are pickled under work/ml2tuner_cache/ and reused. Writes
-benchmarks/results/ml2tuner{,_quick}.{json,md,png}.
+benchmarks/results/ml2tuner/ml2tuner{,_quick}.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="C9 and C10, two seeds, budget 64")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0-4; quick 0,1)")
     parser.add_argument("--configs", default="default,evta", help="comma-separated hardware presets")
-    parser.add_argument("--name", default="ml2tuner", help="report name under benchmarks/results/")
+    parser.add_argument("--name", default="ml2tuner", help="report name under benchmarks/results/ml2tuner/")
     args = parser.parse_args()
     layers = ["C9", "C10"] if args.quick else list(RESNET18)
     seeds = [0, 1] if args.quick else [0, 1, 2, 3, 4]

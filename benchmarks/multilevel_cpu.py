@@ -1,4 +1,4 @@
-"""How many failing candidates the CPU multi-level model keeps from the builder/runner (issue 6, item 5).
+"""How many failing candidates the CPU multi-level model keeps from the builder/runner.
 
 Setting: MetaSchedule on the host CPU (LLVM) with a **tight runner timeout**. Users bound the time a
 candidate may take (MetaSchedule's ``LocalRunner(timeout_sec=30)``, AutoTVM's ``LocalRunner(timeout=10)``);
@@ -25,9 +25,9 @@ on all candidates, the best latency found, and for multilevel the distinct candi
 how many of them the validity head rejected. Summary: failures summed over runs, failures avoided by
 multilevel vs XGBModel (%), geometric-mean ratio of the best latency to XGBModel's.
 
-Usage: ``python benchmarks/multilevel_cpu.py [--quick]`` (quick: one task, one seed, 16 trials, ~5 min;
+Usage: ``python -m benchmarks.multilevel_cpu [--quick]`` (quick: one task, one seed, 16 trials, ~5 min;
 full: two tasks x two seeds x 32 trials, ~35 min on a shared 2-core machine). Writes
-``benchmarks/results/multilevel_cpu[_quick].{json,md}``.
+``benchmarks/results/ml2tuner/multilevel_cpu[_quick].{json,md}``.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ process run:
 Each contender's work dir is compiled with ``compile_network`` and the built network is timed. The
 figures: compiled latency (and its ratio to ``all-tasks``), tuning wall time (including transfer), trials.
 
-    python benchmarks/task_selection.py --quick   # bert_tiny_layer, 32 trials (a few minutes)
-    python benchmarks/task_selection.py           # bert_tiny_layer + mobilenet_v2_block, 128 trials
+    python -m benchmarks.task_selection --quick   # bert_tiny_layer, 32 trials (a few minutes)
+    python -m benchmarks.task_selection           # bert_tiny_layer + mobilenet_v2_block, 128 trials
 
-Writes benchmarks/results/task_selection.{json,md}.
+Writes benchmarks/results/tuning/task_selection.{json,md}.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ own:
   encoding, zstd Parquet), with 1 and with 2 worker processes, and without the step encoding
   (``--no-sequence-features``).
 
-Usage: ``python benchmarks/tenset_loader.py [--quick] [--workdir DIR]``. Writes
-``benchmarks/results/tenset_loader.json`` and ``.md`` (``tenset_loader_quick.*`` with ``--quick``).
+Usage: ``python -m benchmarks.tenset_loader [--quick] [--workdir DIR]``. Writes
+``benchmarks/results/tenset/tenset_loader.json`` and ``.md`` (``tenset_loader_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations

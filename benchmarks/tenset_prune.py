@@ -6,8 +6,8 @@ training side, and the same baseline (``tenset_tools.prune.XGBBaseline``, same s
 full and on the pruned training data and scored on the same test side. Verma et al. (ExHET 2023) report
 up to 45% smaller data with no loss in pairwise comparison accuracy.
 
-Usage: ``python benchmarks/tenset_prune.py DATASET [--quick]``. Writes
-``benchmarks/results/tenset_prune.json`` and ``.md`` (``tenset_prune_quick.*`` with ``--quick``).
+Usage: ``python -m benchmarks.tenset_prune DATASET [--quick]``. Writes
+``benchmarks/results/tenset/tenset_prune.json`` and ``.md`` (``tenset_prune_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations

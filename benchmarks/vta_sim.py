@@ -1,10 +1,10 @@
 """Benchmark of vta_ext: compile + timing speed, functional simulation speed, invalid-configuration rates
 and the best latency per ResNet-18 layer.
 
-    python benchmarks/vta_sim.py --quick   # a few minutes at most
-    python benchmarks/vta_sim.py           # exhaustive over every layer's space (about 5 minutes here)
+    python -m benchmarks.vta_sim --quick   # a few minutes at most
+    python -m benchmarks.vta_sim           # exhaustive over every layer's space (about 5 minutes here)
 
-Writes benchmarks/results/vta_sim.json (machine, commit, seeds, settings, every figure) and vta_sim.md.
+Writes benchmarks/results/vta/vta_sim.json (machine, commit, seeds, settings, every figure) and vta_sim.md.
 """
 
 from __future__ import annotations
