@@ -10,12 +10,12 @@ import sys
 from vta_ext.hw import HwConfig, preset
 from vta_ext.knobs import KnobSpace
 from vta_ext.measure import measure
-from vta_ext.workloads import LSTM_DENSE, RESNET18, Workload
+from vta_ext.workloads import LSTM_DENSE, RESNET18, VtaWorkload
 
-LAYERS: dict[str, Workload] = {**RESNET18, **LSTM_DENSE}
+LAYERS: dict[str, VtaWorkload] = {**RESNET18, **LSTM_DENSE}
 
 
-def _workload(name: str) -> Workload:
+def _workload(name: str) -> VtaWorkload:
     """The layer named ``name`` (an argparse type)."""
     if name not in LAYERS:
         raise argparse.ArgumentTypeError(f"unknown layer {name!r}; choose from {', '.join(LAYERS)}")

@@ -7,7 +7,7 @@ import pytest
 from tenset_tools.schema import read_dataset
 from tvm_transfer.cli import main
 from tvm_transfer.vta.sweep import candidates, tune, write_records
-from vta_ext.features import HW_FEATURE_NAMES
+from vta_ext.features import VTA_HW_FEATURE_NAMES
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
 from vta_ext.workloads import RESNET18, Conv2D
@@ -32,7 +32,7 @@ def test_tune_writes_schema_records(tmp_path):
     assert min(r["latency"] for r in valid) == result.best_latency
     write_records(result.records, tmp_path / "vta.parquet")
     frame = read_dataset(tmp_path / "vta.parquet")
-    assert len(frame) == 30 and frame.attrs["hw_feature_names"] == HW_FEATURE_NAMES
+    assert len(frame) == 30 and frame.attrs["hw_feature_names"] == VTA_HW_FEATURE_NAMES
     assert frame["norm_throughput"].max() == pytest.approx(1.0)
     invalid = frame[~frame["valid"]]
     assert invalid["error_kind"].notna().all() and (invalid["norm_throughput"] == 0).all()

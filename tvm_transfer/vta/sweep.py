@@ -11,11 +11,11 @@ import numpy as np
 from tqdm import tqdm
 
 from tenset_tools import schema
-from vta_ext.features import HW_FEATURE_NAMES, hw_features
+from vta_ext.features import VTA_HW_FEATURE_NAMES, hw_features
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs, KnobSpace
 from vta_ext.measure import MeasureResult, measure
-from vta_ext.workloads import Workload, flops
+from vta_ext.workloads import VtaWorkload, flops
 
 SWEEP_METHODS = ("random", "grid")
 SOURCE = "vta_ext"
@@ -38,7 +38,7 @@ def target_id(hw: HwConfig) -> str:
 
 
 def to_record(
-    workload: Workload, knobs: Knobs, hw: HwConfig, result: MeasureResult, network: str | None = None
+    workload: VtaWorkload, knobs: Knobs, hw: HwConfig, result: MeasureResult, network: str | None = None
 ) -> dict:
     """One record of the dataset schema (``tenset_tools.schema``); kernel features are the visible ones."""
     target = target_id(hw)
@@ -75,7 +75,7 @@ def candidates(space: KnobSpace, method: str, budget: int, seed: int) -> list[Kn
 
 
 def tune(
-    workload: Workload,
+    workload: VtaWorkload,
     hw: HwConfig,
     method: str = "random",
     budget: int = 64,
@@ -105,4 +105,4 @@ def write_records(records: list[dict], path: str | os.PathLike) -> None:
     filled = [
         {**r, "norm_throughput": float(v)} for r, v in zip(records, frame["norm_throughput"], strict=True)
     ]
-    schema.write_dataset(schema.records_to_table(filled, hw_feature_names=HW_FEATURE_NAMES), path)
+    schema.write_dataset(schema.records_to_table(filled, hw_feature_names=VTA_HW_FEATURE_NAMES), path)

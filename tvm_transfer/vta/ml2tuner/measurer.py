@@ -9,8 +9,8 @@ import numpy as np
 from vta_ext.features import VISIBLE_FEATURE_NAMES, visible_features
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs, KnobSpace
-from vta_ext.measure import CompileResult, MeasureResult, compile_only, measure
-from vta_ext.workloads import Workload
+from vta_ext.measure import MeasureResult, VtaCompileResult, compile_only, measure
+from vta_ext.workloads import VtaWorkload
 
 # Stages whose errors a compile alone reveals; later errors (run time) need a profile.
 _COMPILE_STAGES = ("compile", "hw")
@@ -23,7 +23,7 @@ class VtaMeasurer:
     fresh measurement would give (benchmarks fill it once exhaustively). Counts are per measurer."""
 
     def __init__(
-        self, workload: Workload, hw: HwConfig, cache: dict[int, MeasureResult] | None = None
+        self, workload: VtaWorkload, hw: HwConfig, cache: dict[int, MeasureResult] | None = None
     ) -> None:
         self.workload, self.hw = workload, hw
         self.space = KnobSpace(workload, hw)
@@ -45,13 +45,13 @@ class VtaMeasurer:
             rows.append(self._visible[i])
         return np.array(rows, dtype=np.float32).reshape(len(rows), len(VISIBLE_FEATURE_NAMES))
 
-    def compile(self, index: int) -> CompileResult:
+    def compile(self, index: int) -> VtaCompileResult:
         """Compile only (counted in ``n_compiles``): the compile error or the hidden features."""
         self.n_compiles += 1
         cached = self.cache.get(int(index))
         if cached is not None:
             ok = cached.error_stage not in _COMPILE_STAGES
-            return CompileResult(
+            return VtaCompileResult(
                 ok,
                 None if ok else cached.error_kind,
                 None if ok else cached.error_stage,
