@@ -126,7 +126,7 @@ class VtaCopulaSampler:
         Copula rows drawn per proposal call, as a multiple of the number of settings asked for.
     validate:
         Drop proposals that vta_ext's compiler rejects (scratchpad overflow, virtual-thread split; the
-        static checks MetaSchedule's post-processors do for CPU schedules). Compiling costs about 40% of a
+        static checks MetaSchedule's post-processors do for CPU schedules). Compiling is cheaper than a
         measurement and is not counted as a trial; hazards found only by the timing simulation remain.
     descriptor:
         Descriptor columns to condition on (default: all of :data:`DESCRIPTOR_COLUMNS`).
