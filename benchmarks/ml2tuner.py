@@ -32,7 +32,13 @@ from tqdm import tqdm
 
 from benchmarks.common import git_commit, machine_info, report_path, write_report
 from tenset_tools.metrics import running_best, trials_to_reach
-from tvm_transfer.vta.ml2tuner import METHODS, WARM_START_OPTIONS, TransferPrior, VtaMeasurer, make_tuner
+from tvm_transfer.vta.ml2tuner import (
+    KNOB_TUNER_METHODS,
+    WARM_START_OPTIONS,
+    TransferPrior,
+    VtaMeasurer,
+    make_tuner,
+)
 from tvm_transfer.vta.ml2tuner.evaluation import LayerData, rmse_ratio, validity_scores
 from vta_ext.hw import preset
 from vta_ext.workloads import RESNET18
@@ -109,7 +115,7 @@ def tune_config(hw, layers: list[str], budget: int, seeds: list[int]) -> tuple[d
         runs: dict[str, dict] = {layer: {} for layer in layers}
         baseline_runs = {}
         for layer in layers:
-            for method in METHODS:
+            for method in KNOB_TUNER_METHODS:
                 start = time.perf_counter()
                 run = make_tuner(method, batch_size=BATCH, seed=seed).tune(
                     VtaMeasurer(RESNET18[layer], hw, caches[layer]), budget

@@ -34,21 +34,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools.metrics import running_best
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
-from tvm_transfer.cost_model import make_cost_model, runner_seconds
+from tvm_transfer.callbacks import FailureLog
+from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.multilevel import MultiLevelCostModel
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import TimedRunner, local_runner
 from tvm_transfer.target import host_core_count, host_target
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.workloads import make_workload
@@ -61,79 +60,6 @@ TASKS = {
     "matmul-512": ("matmul", (512, 512, 512), 0.4),
     "conv2d-28x128": ("conv2d", (1, 28, 28, 128, 128, 3, 1, 1), 0.35),
 }
-
-
-@derived_object
-class _DoneFuture(ms.runner.PyRunnerFuture):
-    """A runner future whose result is already known."""
-
-    def __init__(self, result: ms.runner.RunnerResult) -> None:
-        super().__init__()
-        self._result = result
-
-    def done(self) -> bool:
-        return True
-
-    def result(self) -> ms.runner.RunnerResult:
-        return self._result
-
-
-def _start_worker() -> int:
-    return os.getpid()
-
-
-@derived_object
-class TimedRunner(ms.runner.PyRunner):
-    """A ``LocalRunner`` that runs candidates one at a time and records each one's wall seconds.
-
-    The local runner has one worker process and runs its inputs one after the other anyway; running them
-    one by one only makes the wall time of each candidate visible. After a timeout the killed worker is
-    restarted right away, so that the restart is charged to the candidate that caused it.
-    """
-
-    def __init__(self, runner: ms.runner.LocalRunner) -> None:
-        super().__init__()
-        self.inner = runner
-        self.walls: dict[str, float] = {}  # artifact path -> wall seconds
-
-    def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:
-        futures = []
-        for runner_input in runner_inputs:
-            start = time.perf_counter()
-            (future,) = self.inner.run([runner_input])
-            result = future.result()
-            if result.error_msg and "timeout" in result.error_msg.lower():
-                self.inner.pool.submit(_start_worker).result()
-            self.walls[str(runner_input.artifact_path)] = time.perf_counter() - start
-            futures.append(_DoneFuture(result))
-        return futures
-
-
-@derived_object
-class FailureLog(ms.measure_callback.PyMeasureCallback):
-    """Records every measured candidate: its outcome (ok / build / timeout / run) and latency (seconds)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[dict] = []
-
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        for built, ran in zip(builder_results, runner_results, strict=True):
-            if built.error_msg:
-                kind, message = "build", built.error_msg
-            elif ran.error_msg:
-                kind = "timeout" if "timeout" in ran.error_msg.lower() else "run"
-                message = ran.error_msg
-            else:
-                kind, message = "ok", ""
-            self.rows.append(
-                {
-                    "kind": kind,
-                    "error": message.strip().splitlines()[-1][:160] if message else "",
-                    "seconds": runner_seconds(ran) if kind == "ok" else float("inf"),
-                    "artifact": str(built.artifact_path) if built.artifact_path else None,
-                }
-            )
 
 
 @dataclass

@@ -34,3 +34,30 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     def close(self) -> None:
         if self._own_bar:
             self._bar.close()
+
+
+@derived_object
+class FailureLog(ms.measure_callback.PyMeasureCallback):
+    """Records every measured candidate: its outcome (ok / build / timeout / run) and latency (seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict] = []
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        for built, ran in zip(builder_results, runner_results, strict=True):
+            if built.error_msg:
+                kind, message = "build", built.error_msg
+            elif ran.error_msg:
+                kind = "timeout" if "timeout" in ran.error_msg.lower() else "run"
+                message = ran.error_msg
+            else:
+                kind, message = "ok", ""
+            self.rows.append(
+                {
+                    "kind": kind,
+                    "error": message.strip().splitlines()[-1][:160] if message else "",
+                    "seconds": runner_seconds(ran) if kind == "ok" else float("inf"),
+                    "artifact": str(built.artifact_path) if built.artifact_path else None,
+                }
+            )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 
@@ -35,3 +37,49 @@ def local_runner(
 
 def _limit_threads(num_threads: int) -> None:
     os.environ["TVM_NUM_THREADS"] = str(num_threads)
+
+
+@derived_object
+class _DoneFuture(ms.runner.PyRunnerFuture):
+    """A runner future whose result is already known."""
+
+    def __init__(self, result: ms.runner.RunnerResult) -> None:
+        super().__init__()
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> ms.runner.RunnerResult:
+        return self._result
+
+
+def _start_worker() -> int:
+    return os.getpid()
+
+
+@derived_object
+class TimedRunner(ms.runner.PyRunner):
+    """A ``LocalRunner`` that runs candidates one at a time and records each one's wall seconds.
+
+    The local runner has one worker process and runs its inputs one after the other anyway; running them
+    one by one only makes the wall time of each candidate visible. After a timeout the killed worker is
+    restarted right away, so that the restart is charged to the candidate that caused it.
+    """
+
+    def __init__(self, runner: ms.runner.LocalRunner) -> None:
+        super().__init__()
+        self.inner = runner
+        self.walls: dict[str, float] = {}  # artifact path -> wall seconds
+
+    def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:
+        futures = []
+        for runner_input in runner_inputs:
+            start = time.perf_counter()
+            (future,) = self.inner.run([runner_input])
+            result = future.result()
+            if result.error_msg and "timeout" in result.error_msg.lower():
+                self.inner.pool.submit(_start_worker).result()
+            self.walls[str(runner_input.artifact_path)] = time.perf_counter() - start
+            futures.append(_DoneFuture(result))
+        return futures

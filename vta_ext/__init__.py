@@ -11,13 +11,12 @@ from vta_ext.compiler import Program, compile_program
 from vta_ext.errors import InvalidConfigError
 from vta_ext.hw import HwConfig, preset
 from vta_ext.knobs import KnobSpace
-from vta_ext.measure import CompileResult, MeasureResult, compile_only, measure
+from vta_ext.measure import MeasureResult, VtaCompileResult, compile_only, measure
 from vta_ext.workloads import LSTM_DENSE, RESNET18, Conv2D, Dense
 
 __all__ = [
     "LSTM_DENSE",
     "RESNET18",
-    "CompileResult",
     "Conv2D",
     "Dense",
     "HwConfig",
@@ -25,6 +24,7 @@ __all__ = [
     "KnobSpace",
     "MeasureResult",
     "Program",
+    "VtaCompileResult",
     "compile_only",
     "compile_program",
     "measure",

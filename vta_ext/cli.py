@@ -1,4 +1,4 @@
-"""Command line: ``vta-ext tune | measure | space``."""
+"""Command line: ``vta-ext measure | space`` (knob tuning is ``tvm-transfer vta-tune``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import sys
 from vta_ext.hw import HwConfig, preset
 from vta_ext.knobs import KnobSpace
 from vta_ext.measure import measure
-from vta_ext.tune import METHODS, tune, write_records
-from vta_ext.workloads import LSTM_DENSE, RESNET18, Workload, flops
+from vta_ext.workloads import LSTM_DENSE, RESNET18, VtaWorkload
 
-LAYERS: dict[str, Workload] = {**RESNET18, **LSTM_DENSE}
+LAYERS: dict[str, VtaWorkload] = {**RESNET18, **LSTM_DENSE}
 
 
-def _workload(name: str) -> Workload:
+def _workload(name: str) -> VtaWorkload:
+    """The layer named ``name`` (an argparse type)."""
     if name not in LAYERS:
         raise argparse.ArgumentTypeError(f"unknown layer {name!r}; choose from {', '.join(LAYERS)}")
     return LAYERS[name]
@@ -30,43 +30,25 @@ def _hw(value: str) -> HwConfig:
         return HwConfig.load(value)
 
 
+def add_layer_command(
+    commands: argparse._SubParsersAction, name: str, help_text: str
+) -> argparse.ArgumentParser:
+    """A subcommand taking a layer name and ``--hw`` (a preset or a config JSON) as ``args.layer`` and
+    ``args.hw``."""
+    cmd = commands.add_parser(name, help=help_text, description=help_text)
+    cmd.add_argument("layer", type=_workload, help=f"one of {', '.join(LAYERS)}")
+    cmd.add_argument("--hw", type=_hw, default=HwConfig(), help="preset (default, evta) or config JSON")
+    return cmd
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="vta-ext", description="Extended VTA: compile, simulate, time, tune."
-    )
+    parser = argparse.ArgumentParser(prog="vta-ext", description="Extended VTA: compile, simulate, time.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
-        cmd.add_argument("layer", type=_workload, help=f"one of {', '.join(LAYERS)}")
-        cmd.add_argument("--hw", type=_hw, default=HwConfig(), help="preset (default, evta) or config JSON")
-        return cmd
-
-    tune_cmd = add("tune", "tune a layer's knobs and print the best configuration")
-    tune_cmd.add_argument("--method", choices=METHODS, default="random")
-    tune_cmd.add_argument("--budget", type=int, default=64, help="configurations to measure")
-    tune_cmd.add_argument("--seed", type=int, default=0)
-    tune_cmd.add_argument("--out", help="write records to this Parquet file (shared dataset schema)")
-    measure_cmd = add("measure", "measure one knob setting and print the result as JSON")
+    measure_cmd = add_layer_command(sub, "measure", "measure one knob setting and print the result as JSON")
     measure_cmd.add_argument("--knobs", required=True, help="JSON, e.g. '{\"tile_h\": 4, ...}'")
-    add("space", "print the knob space of a layer")
+    add_layer_command(sub, "space", "print the knob space of a layer")
     return parser
-
-
-def _report_tune(args: argparse.Namespace) -> int:
-    result = tune(args.layer, args.hw, args.method, args.budget, args.seed, network="resnet-18")
-    print(f"{args.layer.name}: {result.n_valid} valid, {result.n_invalid} invalid of {len(result.records)}")
-    if args.out:
-        write_records(result.records, args.out)
-        print(f"records written to {args.out}")
-    if result.best_knobs is None:
-        print("no valid configuration found")
-        return 1
-    gops = flops(args.layer) / result.best_latency / 1e9
-    peak = 2 * args.hw.peak_macs_per_cycle * args.hw.CLOCK_MHZ / 1e3
-    print(f"best latency {result.best_latency * 1e3:.3f} ms, {gops:.2f} GOPS ({gops / peak:.1%} of peak)")
-    print(f"best knobs {json.dumps(result.best_knobs)}")
-    return 0
 
 
 def _report_measure(args: argparse.Namespace) -> int:
@@ -95,7 +77,7 @@ def _report_space(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"tune": _report_tune, "measure": _report_measure, "space": _report_space}
+    handlers = {"measure": _report_measure, "space": _report_space}
     return handlers[args.command](args)
 
 

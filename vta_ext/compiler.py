@@ -28,7 +28,7 @@ from vta_ext.isa import N_FIELDS, AluOp, F, Mem, Op, check_fields
 from vta_ext.knobs import Knobs
 from vta_ext.tiling import Tiling, make_tiling
 from vta_ext.uops import CachePlan, Folded, KernelTable, fold, plan_cache
-from vta_ext.workloads import SHIFT, Conv2D, Workload
+from vta_ext.workloads import SHIFT, Conv2D, VtaWorkload
 
 
 class Kind(IntEnum):
@@ -54,7 +54,7 @@ class Program:
     elements the program uses and the DRAM buffer sizes in elements, per buffer name.
     """
 
-    workload: Workload
+    workload: VtaWorkload
     knobs: Knobs
     hw: HwConfig
     tiling: Tiling
@@ -66,7 +66,7 @@ class Program:
     dram_elems: dict[str, int]
 
 
-def compile_program(workload: Workload, knobs: Knobs, hw: HwConfig) -> Program:
+def compile_program(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> Program:
     """Compile; raises :class:`InvalidConfigError` for compile-stage failures (``layout``,
     ``vthread_split``, ``sram_overflow``, ``isa_field_overflow``). Runtime-stage failures are found by
     :func:`vta_ext.runtime.verify`."""
@@ -311,7 +311,7 @@ def _final_handshake(t: Tiling) -> np.ndarray:
     return np.array(rows, dtype=np.int64)
 
 
-def _dram_sizes(workload: Workload, hw: HwConfig, n_uops: int) -> dict[str, int]:
+def _dram_sizes(workload: VtaWorkload, hw: HwConfig, n_uops: int) -> dict[str, int]:
     """Elements of each DRAM buffer: INP, WGT, ACC (bias), OUT and UOP."""
     if isinstance(workload, Conv2D):
         spatial_in = workload.height * workload.width

@@ -15,9 +15,9 @@ from vta_ext.hw import HwConfig
 from vta_ext.isa import AluOp, F, Mem, Module, Op, module_of
 from vta_ext.knobs import Knobs
 from vta_ext.tokens import TokenGraph
-from vta_ext.workloads import Conv2D, Workload
+from vta_ext.workloads import Conv2D, VtaWorkload
 
-HW_FEATURE_NAMES = [
+VTA_HW_FEATURE_NAMES = [
     "log_batch",
     "log_block_in",
     "log_block_out",
@@ -51,7 +51,7 @@ WORKLOAD_FEATURE_NAMES = [
     "macs",
 ]
 KNOB_NAMES = ["tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread"]
-VISIBLE_FEATURE_NAMES = WORKLOAD_FEATURE_NAMES + KNOB_NAMES + HW_FEATURE_NAMES
+VISIBLE_FEATURE_NAMES = WORKLOAD_FEATURE_NAMES + KNOB_NAMES + VTA_HW_FEATURE_NAMES
 
 _INSN_KINDS = [
     "load_inp",
@@ -129,7 +129,7 @@ def hw_features(hw: HwConfig) -> list[float]:
     return [float(v) for v in values]
 
 
-def visible_features(workload: Workload, knobs: Knobs, hw: HwConfig) -> list[float]:
+def visible_features(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> list[float]:
     """Workload shape, knob values (absent knobs count as 1) and hardware, in VISIBLE_FEATURE_NAMES order."""
     if isinstance(workload, Conv2D):
         shape = [

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from vta_ext.hw import HwConfig
-from vta_ext.workloads import Conv2D, Workload
+from vta_ext.workloads import Conv2D, VtaWorkload
 
 Knobs = dict[str, int]
 NTHREAD_OPTIONS = (1, 2)
@@ -28,7 +28,7 @@ def divisors(n: int) -> list[int]:
 class KnobSpace:
     """All knob settings of one workload on one hardware config, in a fixed (mixed-radix) order."""
 
-    def __init__(self, workload: Workload, hw: HwConfig) -> None:
+    def __init__(self, workload: VtaWorkload, hw: HwConfig) -> None:
         self.workload = workload
         batch_blocks = max(1, workload.batch // hw.BATCH)
         if isinstance(workload, Conv2D):

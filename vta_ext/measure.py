@@ -15,7 +15,7 @@ from vta_ext.knobs import Knobs
 from vta_ext.sim import profile
 from vta_ext.timing import Timing, simulate
 from vta_ext.tokens import token_graph
-from vta_ext.workloads import Workload
+from vta_ext.workloads import VtaWorkload
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class MeasureResult:
 
 
 @dataclass(frozen=True)
-class CompileResult:
+class VtaCompileResult:
     """Outcome of compiling one configuration without timing it (ML2Tuner's cheap "compile" step).
 
     ``ok`` is False when the compiler rejects the configuration (``error_stage`` is then ``compile`` or
@@ -54,7 +54,7 @@ class CompileResult:
     counters: dict[str, int] = field(default_factory=dict)
 
 
-def compile_only(workload: Workload, knobs: Knobs, hw: HwConfig) -> CompileResult:
+def compile_only(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> VtaCompileResult:
     """Compile ``knobs`` for ``workload`` on ``hw`` and profile the instruction stream (counters only),
     without the timing simulation: the hidden features, or the compile error."""
     visible = visible_features(workload, knobs, hw)
@@ -62,13 +62,14 @@ def compile_only(workload: Workload, knobs: Knobs, hw: HwConfig) -> CompileResul
         program = compile_program(workload, knobs, hw)
         graph = token_graph(program.insns)
     except InvalidConfigError as error:
-        return CompileResult(False, error.kind, error.stage, str(error), visible, None)
+        return VtaCompileResult(False, error.kind, error.stage, str(error), visible, None)
     counters = profile(program)
-    return CompileResult(True, None, None, None, visible, hidden_features(program, counters, graph), counters)
+    hidden = hidden_features(program, counters, graph)
+    return VtaCompileResult(True, None, None, None, visible, hidden, counters)
 
 
 def measure(
-    workload: Workload,
+    workload: VtaWorkload,
     knobs: Knobs,
     hw: HwConfig,
     repeats: int = 1,

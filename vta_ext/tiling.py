@@ -17,7 +17,7 @@ from vta_ext.errors import InvalidConfigError
 from vta_ext.hw import HwConfig
 from vta_ext.isa import F
 from vta_ext.knobs import KnobSpace
-from vta_ext.workloads import Conv2D, Dense, Workload, check_layout
+from vta_ext.workloads import Conv2D, Dense, VtaWorkload, check_layout
 
 Loop = tuple[int, int, int, int]
 """(extent, dst factor, src factor, wgt factor) of one loop around a micro-op."""
@@ -187,7 +187,7 @@ def _bias_fields(co0: np.ndarray, co_i: int) -> Fields:
     return {F.SRAM_BASE: 0, F.DRAM_BASE: co0, F.Y_SIZE: 1, F.X_SIZE: co_i, F.X_STRIDE: co_i}
 
 
-def _require_in_space(workload: Workload, knobs: dict[str, int], hw: HwConfig) -> None:
+def _require_in_space(workload: VtaWorkload, knobs: dict[str, int], hw: HwConfig) -> None:
     space = KnobSpace(workload, hw)
     for name in space.names:
         if knobs.get(name) not in space.options[name]:
@@ -208,7 +208,7 @@ def _check_split(what: str, outer: int, nthread: int) -> None:
         )
 
 
-def make_tiling(workload: Workload, knobs: dict[str, int], hw: HwConfig) -> Tiling:
+def make_tiling(workload: VtaWorkload, knobs: dict[str, int], hw: HwConfig) -> Tiling:
     """The tiling of ``workload`` under ``knobs``; raises ``layout`` / ``vthread_split`` errors."""
     check_layout(workload, hw)
     _require_in_space(workload, knobs, hw)

@@ -98,10 +98,10 @@ class Dense:
         )
 
 
-Workload = Conv2D | Dense
+VtaWorkload = Conv2D | Dense
 
 
-def flops(workload: Workload) -> float:
+def flops(workload: VtaWorkload) -> float:
     """Operations of one run, a multiply-add counted as 2."""
     return 2.0 * workload.macs
 
@@ -132,7 +132,7 @@ LSTM_DENSE: dict[str, Dense] = {
 """The dense workloads of VTA's ``tune_dense.py`` (batch, in, out)."""
 
 
-def check_layout(workload: Workload, hw: HwConfig) -> None:
+def check_layout(workload: VtaWorkload, hw: HwConfig) -> None:
     """Raise ``layout`` if the batch or channels cannot be packed into BATCH / BLOCK_IN / BLOCK_OUT."""
     cin = workload.in_channels if isinstance(workload, Conv2D) else workload.in_features
     cout = workload.out_channels if isinstance(workload, Conv2D) else workload.out_features
@@ -147,7 +147,7 @@ def check_layout(workload: Workload, hw: HwConfig) -> None:
             )
 
 
-def random_inputs(workload: Workload, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(workload: VtaWorkload, seed: int = 0) -> dict[str, np.ndarray]:
     """Unpacked int8 data and weights over the full int8 range and a small int32 bias per channel."""
     rng = np.random.default_rng(seed)
     data_shape, weight_shape, out_shape = workload.shapes()
@@ -163,7 +163,7 @@ def _epilogue(acc: np.ndarray, bias: np.ndarray) -> np.ndarray:
     return np.clip((acc >> SHIFT) + bias, 0, CLIP_MAX).astype(np.int8)
 
 
-def reference(workload: Workload, data: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+def reference(workload: VtaWorkload, data: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """The workload's int8 output (unpacked NCHW or NC), computed directly with NumPy."""
     if isinstance(workload, Dense):
         # float64 products and sums of int8 values are exact far beyond these reduction lengths.

@@ -4,7 +4,7 @@ The candidate's module is lowered with TVM's own ``s_tir`` pipeline (what ``tvm.
 code generation: loops vectorised into lanes, unrolled loops expanded, parallel loops kept) and the
 lowered IR is walked for: loop nest depth and extents, allocations per storage scope (bytes), vector lanes,
 parallel extent, number of stores (vector and scalar) and the unrolled size. Sizes and counts enter as
-log2(1 + value). Lowering costs about 0.1 s per candidate here, so callers cache by structural hash.
+log2(1 + value). Lowering is not free, so callers cache by structural hash.
 """
 
 from __future__ import annotations

@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 
 from tvm_transfer.cli import main as cli_main
-from tvm_transfer.cost_model import CostModelFileError
-from tvm_transfer.vta.ml2tuner import (
+from tvm_transfer.common.estimators import (
     AdvancedModel,
     FeatureShapeError,
     NotFittedError,
     PerformanceModel,
-    TunerInputError,
     ValidityModel,
+)
+from tvm_transfer.cost_model import CostModelFileError
+from tvm_transfer.vta.ml2tuner import (
+    TunerInputError,
     VtaMeasurer,
     load_log,
     make_tuner,
@@ -99,7 +101,7 @@ def test_log_resume_replays_without_measuring(c9_cache, tmp_path, monkeypatch):
     def no_measure(*args, **kwargs):
         raise AssertionError("a resumed run must not measure logged configurations again")
 
-    monkeypatch.setattr("tvm_transfer.vta.ml2tuner.knob_tuner.measure", no_measure)
+    monkeypatch.setattr("tvm_transfer.vta.ml2tuner.measurer.measure", no_measure)
     again = make_tuner("ml2tuner", seed=3).tune(VtaMeasurer(RESNET18["C9"], HW, cache), 32)
     assert [e.index for e in again.profiles] == [e.index for e in first.profiles]
     assert again.best_latency == first.best_latency

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from tvm_transfer.cli import main as cli_main
+from tvm_transfer.common.estimators import FeatureShapeError, PerformanceModel
 from tvm_transfer.vta.ml2tuner import (
     WARM_START_OPTIONS,
-    FeatureShapeError,
-    PerformanceModel,
     PriorError,
     TransferPrior,
     TunerInputError,
@@ -156,7 +155,7 @@ def test_warm_started_run_logs_and_resumes_without_measuring(prior_runs, c9_cach
     def no_measure(*args, **kwargs):
         raise AssertionError("a resumed run must not measure logged configurations again")
 
-    monkeypatch.setattr("tvm_transfer.vta.ml2tuner.knob_tuner.measure", no_measure)
+    monkeypatch.setattr("tvm_transfer.vta.ml2tuner.measurer.measure", no_measure)
     again = make_tuner("ml2tuner", seed=2, prior=prior).tune(VtaMeasurer(RESNET18["C9"], HW, cache), 24)
     assert [e.index for e in again.profiles] == [e.index for e in first.profiles]
     # The log of a finished run is itself a prior for the next layer.

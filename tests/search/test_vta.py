@@ -13,9 +13,9 @@ from tvm_transfer.vta.copula import (
     measure_records,
     vta_descriptor,
 )
+from tvm_transfer.vta.sweep import candidates
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import KnobSpace
-from vta_ext.tune import candidates
 from vta_ext.workloads import RESNET18
 
 HW = HwConfig()

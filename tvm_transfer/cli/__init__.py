@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tvm_transfer.cli.copula import add_tune_arguments as add_copula_arguments
     from tvm_transfer.cli.copula import register as register_copula_commands
     from tvm_transfer.cli.ml2tune import add_parser as add_ml2tune_command
+    from tvm_transfer.cli.vta_tune import add_parser as add_vta_tune_command
     from tvm_transfer.networks import NETWORKS
 
     parser = argparse.ArgumentParser(prog="tvm-transfer", description=__doc__)
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.set_defaults(func=_cmd_target)
     register_copula_commands(commands, _add_target)
     add_ml2tune_command(commands)
+    add_vta_tune_command(commands)
     return parser
 
 

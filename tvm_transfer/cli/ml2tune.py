@@ -9,15 +9,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tvm_transfer.vta.ml2tuner.knob_tuner import (
-    METHODS,
-    WARM_START_OPTIONS,
-    TuneRun,
-    VtaMeasurer,
-    load_log,
-    make_tuner,
-)
+from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
+from tvm_transfer.vta.ml2tuner.methods import KNOB_TUNER_METHODS, make_tuner
+from tvm_transfer.vta.ml2tuner.ml2_tuner import WARM_START_OPTIONS
 from tvm_transfer.vta.ml2tuner.prior import PriorError, TransferPrior
+from tvm_transfer.vta.ml2tuner.runs import TuneRun, load_log
 from vta_ext.hw import HwConfig, preset
 from vta_ext.workloads import RESNET18, flops
 
@@ -67,7 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     cmd.add_argument("--hw", type=_hw, default="default", help="preset (default, evta) or a VTA config JSON")
     cmd.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
-    cmd.add_argument("--method", choices=[*METHODS, "both"], default="ml2tuner")
+    cmd.add_argument("--method", choices=[*KNOB_TUNER_METHODS, "both"], default="ml2tuner")
     cmd.add_argument("--budget", type=int, default=128, help="profiles per layer and seed (default 128)")
     cmd.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
     cmd.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
@@ -120,7 +116,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise SystemExit("ml2tune: --budget and --batch-size must be positive")
     if args.initial_batch_size is not None and args.initial_batch_size < 1:
         raise SystemExit("ml2tune: --initial-batch-size must be positive")
-    methods = list(METHODS) if args.method == "both" else [args.method]
+    methods = list(KNOB_TUNER_METHODS) if args.method == "both" else [args.method]
     prior = None
     if args.warm_start_from:
         try:

@@ -10,7 +10,7 @@
   traffic, micro-op kernels, scratchpad use), which only compiling a configuration reveals.
 
 The models see plain feature matrices; which columns they get is the tuner's business
-(:mod:`tvm_transfer.vta.ml2tuner.knob_tuner`). Targets of P and A are "higher is better" throughputs, e.g.
+(e.g. :mod:`tvm_transfer.vta.ml2tuner.ml2_tuner`). Targets of P and A are "higher is better" throughputs, e.g.
 normalised throughput (best latency / latency, in (0, 1]).
 """
 
@@ -23,7 +23,8 @@ from typing import IO, Any, ClassVar
 import numpy as np
 import xgboost
 
-from tvm_transfer.cost_model.base import read_archive, write_archive
+from tvm_transfer.common.archive import read_archive, write_archive
+from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
 
 #: Version of the saved-model archive of this module; :meth:`load` refuses any other.
 FORMAT_VERSION = 1
@@ -114,12 +115,12 @@ class _XGBEstimator:
         return model
 
 
-def _booster_bytes(booster: xgboost.Booster | None) -> dict[str, bytes]:
-    return {} if booster is None else {"booster.ubj": bytes(booster.save_raw(raw_format="ubj"))}
+def _booster_blobs(booster: xgboost.Booster | None, name: str = "booster.ubj") -> dict[str, bytes]:
+    return {} if booster is None else {name: booster_bytes(booster)}
 
 
 def _booster_from(blobs: dict[str, bytes], name: str = "booster.ubj") -> xgboost.Booster | None:
-    return xgboost.Booster(model_file=bytearray(blobs[name])) if name in blobs else None
+    return booster_from_bytes(blobs[name]) if name in blobs else None
 
 
 class ValidityModel(_XGBEstimator):
@@ -188,13 +189,9 @@ class ValidityModel(_XGBEstimator):
             "max_depth": self.max_depth,
             "eta": self.learning_rate,
             "seed": self.seed,
-            "tree_method": "hist",
-            "verbosity": 0,
-            "nthread": 1,
             **extra,
         }
-        data = xgboost.DMatrix(x, label=y, weight=weight, nthread=1)
-        return xgboost.train(params, data, num_boost_round=self.num_rounds)
+        return train_booster(params, x, y, self.num_rounds, weight=weight, nthread=1)
 
     def fit(
         self,
@@ -284,9 +281,7 @@ class ValidityModel(_XGBEstimator):
         return [None if good else name for good, name in zip(ok, names, strict=True)]
 
     def _state(self) -> tuple[dict, dict[str, bytes]]:
-        blobs = _booster_bytes(self._booster)
-        if self._kind_booster is not None:
-            blobs["kind.ubj"] = bytes(self._kind_booster.save_raw(raw_format="ubj"))
+        blobs = {**_booster_blobs(self._booster), **_booster_blobs(self._kind_booster, "kind.ubj")}
         return {"threshold": self.threshold_, "constant": self.constant_, "kinds": self.kinds_}, blobs
 
     def _set_state(self, state: dict, blobs: dict[str, bytes]) -> None:
@@ -379,13 +374,8 @@ class PerformanceModel(_XGBEstimator):
             "eta": self.learning_rate,
             "subsample": self.subsample,
             "seed": self.seed,
-            "tree_method": "hist",
-            "verbosity": 0,
-            "nthread": 1,
         }
-        self._booster = xgboost.train(
-            params, xgboost.DMatrix(x, label=y, weight=w, qid=qid, nthread=1), num_boost_round=self.num_rounds
-        )
+        self._booster = train_booster(params, x, y, self.num_rounds, weight=w, qid=qid, nthread=1)
         self.n_features_ = x.shape[1]
         return self
 
@@ -396,7 +386,7 @@ class PerformanceModel(_XGBEstimator):
         return self._booster.inplace_predict(x).astype(np.float64)
 
     def _state(self) -> tuple[dict, dict[str, bytes]]:
-        return {}, _booster_bytes(self._booster)
+        return {}, _booster_blobs(self._booster)
 
     def _set_state(self, state: dict, blobs: dict[str, bytes]) -> None:
         self._booster = _booster_from(blobs)

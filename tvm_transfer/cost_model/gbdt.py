@@ -9,6 +9,7 @@ import numpy as np
 import xgboost
 from tvm.ir.utils import derived_object
 
+from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
 from tvm_transfer.cost_model.base import LearnedCostModel
 
 
@@ -54,20 +55,17 @@ class XGBoostCostModel(LearnedCostModel):
             "min_child_weight": self.min_child_weight,
             "subsample": self.subsample,
             "seed": self.seed,
-            "tree_method": "hist",
-            "verbosity": 0,
         }
-        train = xgboost.DMatrix(features, label=targets)
-        self._booster = xgboost.train(params, train, num_boost_round=self.num_rounds)
+        self._booster = train_booster(params, features, targets, self.num_rounds)
 
     def _predict(self, features: np.ndarray) -> np.ndarray:
         return self._booster.predict(xgboost.DMatrix(features))
 
     def _state_bytes(self) -> bytes:
-        return bytes(self._booster.save_raw(raw_format="ubj"))
+        return booster_bytes(self._booster)
 
     def _load_state(self, blob: bytes) -> None:
-        self._booster = xgboost.Booster(model_file=bytearray(blob))
+        self._booster = booster_from_bytes(blob)
 
 
 @derived_object

@@ -45,10 +45,10 @@ class MultiLevelCostModel(LearnedCostModel):
         V's threshold on P(valid) while too few failures have been seen to estimate one (fewer than 6 of
         either class, early in a run): 0.5 rejects the candidates V finds more likely to fail than not.
         ``ValidityModel``'s 0.2 suits its pre-trained use, but online from a handful of rows XGBoost's
-        P(valid) rarely leaves the base rate, so nothing was rejected within a 32-trial run.
+        P(valid) rarely leaves the base rate, so 0.2 would reject nothing within a short run.
     use_lowered_features:
-        Append the lowered-IR features (about 0.05-0.15 s of lowering per new candidate, cached by
-        structural hash); without them A sees the kernel and hardware features only.
+        Append the lowered-IR features (one lowering per new candidate, cached by structural hash);
+        without them A sees the kernel and hardware features only.
     seed, use_hardware_features:
         As :class:`~tvm_transfer.cost_model.base.LearnedCostModel`.
     """

@@ -1,1 +1,1 @@
-"""Tuners of the extended VTA accelerator: ML2Tuner and copula-seeded knob search."""
+"""Tuners of the extended VTA accelerator: ML2Tuner, copula-seeded knob search and a random/grid sweep."""

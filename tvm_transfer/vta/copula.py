@@ -20,11 +20,11 @@ from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_
 from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
 from vta_ext.compiler import compile_program
 from vta_ext.errors import InvalidConfigError
-from vta_ext.features import HW_FEATURE_NAMES, KNOB_NAMES, WORKLOAD_FEATURE_NAMES, visible_features
+from vta_ext.features import KNOB_NAMES, VTA_HW_FEATURE_NAMES, WORKLOAD_FEATURE_NAMES, visible_features
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs, KnobSpace
 from vta_ext.measure import measure
-from vta_ext.workloads import Workload
+from vta_ext.workloads import VtaWorkload
 
 __all__ = [
     "DESCRIPTOR_COLUMNS",
@@ -37,11 +37,11 @@ __all__ = [
     "vta_descriptor",
 ]
 
-DESCRIPTOR_COLUMNS = [f"d_{n}" for n in WORKLOAD_FEATURE_NAMES + HW_FEATURE_NAMES]
+DESCRIPTOR_COLUMNS = [f"d_{n}" for n in WORKLOAD_FEATURE_NAMES + VTA_HW_FEATURE_NAMES]
 VALUE_COLUMNS = [f"k_{n}" for n in KNOB_NAMES]
 
 
-def vta_descriptor(workload: Workload, hw: HwConfig) -> dict[str, float]:
+def vta_descriptor(workload: VtaWorkload, hw: HwConfig) -> dict[str, float]:
     """The task descriptor: vta_ext's workload features (log2 shape values) and hardware features."""
     values = visible_features(workload, {}, hw)
     n_workload = len(WORKLOAD_FEATURE_NAMES)
@@ -81,13 +81,13 @@ class KnobEncoding:
 class VtaRecord:
     """One measured knob setting of a source task; ``latency`` in seconds, NaN/inf if invalid."""
 
-    workload: Workload
+    workload: VtaWorkload
     hw: HwConfig
     knobs: Knobs
     latency: float
 
 
-def measure_records(workload: Workload, hw: HwConfig, settings: Iterable[Knobs]) -> list[VtaRecord]:
+def measure_records(workload: VtaWorkload, hw: HwConfig, settings: Iterable[Knobs]) -> list[VtaRecord]:
     """Measure settings with ``vta_ext.measure.measure`` (counters-only timing; deterministic)."""
     return [VtaRecord(workload, hw, k, measure(workload, k, hw).latency) for k in settings]
 
@@ -126,7 +126,7 @@ class VtaCopulaSampler:
         Copula rows drawn per proposal call, as a multiple of the number of settings asked for.
     validate:
         Drop proposals that vta_ext's compiler rejects (scratchpad overflow, virtual-thread split; the
-        static checks MetaSchedule's post-processors do for CPU schedules). Compiling costs about 40% of a
+        static checks MetaSchedule's post-processors do for CPU schedules). Compiling is cheaper than a
         measurement and is not counted as a trial; hazards found only by the timing simulation remain.
     descriptor:
         Descriptor columns to condition on (default: all of :data:`DESCRIPTOR_COLUMNS`).
@@ -168,7 +168,7 @@ class VtaCopulaSampler:
         rows = self.copula_.sample(descriptor, n, seed=seed).to_numpy()
         return [encoding.decode(row) for row in rows]
 
-    def propose(self, workload: Workload, hw: HwConfig, count: int, seed: int = 0) -> list[Knobs]:
+    def propose(self, workload: VtaWorkload, hw: HwConfig, count: int, seed: int = 0) -> list[Knobs]:
         """Up to ``count`` distinct settings of ``workload``'s space from the conditioned copula."""
         space = KnobSpace(workload, hw)
         encoding = KnobEncoding(space)
@@ -193,7 +193,7 @@ class VtaCopulaSampler:
         return out
 
     def budget(
-        self, workload: Workload, hw: HwConfig, success_bar: float = 0.5, seed: int = 0
+        self, workload: VtaWorkload, hw: HwConfig, success_bar: float = 0.5, seed: int = 0
     ) -> BudgetEstimate:
         """The paper's few-shot budget: |S| conditional draws, C unique after repair."""
         space = KnobSpace(workload, hw)
@@ -202,7 +202,7 @@ class VtaCopulaSampler:
         return estimate_budget(len(space), len(unique), success_bar=success_bar)
 
 
-def _compiles(workload: Workload, knobs: Knobs, hw: HwConfig) -> bool:
+def _compiles(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> bool:
     try:
         compile_program(workload, knobs, hw)
     except InvalidConfigError:
@@ -219,7 +219,7 @@ class FewShotResult:
 
 
 def copula_few_shot(
-    workload: Workload, hw: HwConfig, sampler: VtaCopulaSampler, budget: int, seed: int = 0
+    workload: VtaWorkload, hw: HwConfig, sampler: VtaCopulaSampler, budget: int, seed: int = 0
 ) -> FewShotResult:
     """Measure the first ``budget`` proposals of a fitted sampler, in order; if the copula yields fewer
     distinct settings, the rest are uniform random unseen settings (counted in the same budget)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from tenset_tools.metrics import rmse
 from tvm_transfer.common.estimators import AdvancedModel, PerformanceModel, ValidityModel
-from tvm_transfer.vta.ml2tuner.knob_tuner import VtaMeasurer
+from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from vta_ext.features import HIDDEN_FEATURE_NAMES
 
 

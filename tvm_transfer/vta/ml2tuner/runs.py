@@ -17,7 +17,7 @@ from pathlib import Path
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs
 from vta_ext.measure import MeasureResult
-from vta_ext.workloads import Conv2D, Dense, Workload
+from vta_ext.workloads import Conv2D, Dense, VtaWorkload
 
 LOG_FORMAT, LOG_VERSION = "ml2tuner-log", 1
 
@@ -26,12 +26,12 @@ class TunerInputError(ValueError):
     """A tuner was given an unusable budget, batch size, option or log."""
 
 
-def workload_spec(workload: Workload) -> dict:
+def workload_spec(workload: VtaWorkload) -> dict:
     """A JSON-able description of ``workload`` that :func:`workload_from_spec` restores."""
     return {"op": "conv2d" if isinstance(workload, Conv2D) else "dense", **dataclasses.asdict(workload)}
 
 
-def workload_from_spec(spec: dict) -> Workload:
+def workload_from_spec(spec: dict) -> VtaWorkload:
     """The workload described by :func:`workload_spec`; raises :class:`TunerInputError` if malformed."""
     kinds = {"conv2d": Conv2D, "dense": Dense}
     spec = dict(spec)
@@ -108,7 +108,7 @@ class TuneRun:
     def best_latency(self) -> float:
         return self.best.latency if self.best else math.nan
 
-    def workload_and_hw(self) -> tuple[Workload, HwConfig]:
+    def workload_and_hw(self) -> tuple[VtaWorkload, HwConfig]:
         """The run's workload and hardware; :class:`TunerInputError` if the run does not record them."""
         if self.workload_spec is None or self.hw_spec is None:
             raise TunerInputError(

@@ -1,4 +1,4 @@
-"""A tiny tuner over VTA's knob space (random or grid order) that writes records in the shared schema."""
+"""A model-free tuner of VTA knobs (random or grid order) that writes records in the shared schema."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ import numpy as np
 from tqdm import tqdm
 
 from tenset_tools import schema
-from vta_ext.features import HW_FEATURE_NAMES, hw_features
+from vta_ext.features import VTA_HW_FEATURE_NAMES, hw_features
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs, KnobSpace
 from vta_ext.measure import MeasureResult, measure
-from vta_ext.workloads import Workload, flops
+from vta_ext.workloads import VtaWorkload, flops
 
-METHODS = ("random", "grid")
+SWEEP_METHODS = ("random", "grid")
 SOURCE = "vta_ext"
 
 
 @dataclass(frozen=True)
-class TuneResult:
+class KnobSearchResult:
     """All records of a run (schema dicts), the best valid knobs and latency (seconds), and counts."""
 
     records: list[dict]
@@ -33,11 +33,12 @@ class TuneResult:
 
 
 def target_id(hw: HwConfig) -> str:
+    """The dataset target id of a VTA config, e.g. ``vta/<bitstream>-<short id>``."""
     return f"vta/{hw.bitstream}-{hw.short_id()}"
 
 
 def to_record(
-    workload: Workload, knobs: Knobs, hw: HwConfig, result: MeasureResult, network: str | None = None
+    workload: VtaWorkload, knobs: Knobs, hw: HwConfig, result: MeasureResult, network: str | None = None
 ) -> dict:
     """One record of the dataset schema (``tenset_tools.schema``); kernel features are the visible ones."""
     target = target_id(hw)
@@ -70,19 +71,19 @@ def candidates(space: KnobSpace, method: str, budget: int, seed: int) -> list[Kn
         return space.sample(budget, np.random.default_rng(seed))
     if method == "grid":
         return [space.point(i) for i in range(min(budget, len(space)))]
-    raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+    raise ValueError(f"unknown method {method!r}; choose from {SWEEP_METHODS}")
 
 
 def tune(
-    workload: Workload,
+    workload: VtaWorkload,
     hw: HwConfig,
     method: str = "random",
     budget: int = 64,
     seed: int = 0,
     network: str | None = None,
     progress: bool = True,
-) -> TuneResult:
-    """Measure ``budget`` candidates of ``workload``'s knob space on ``hw``."""
+) -> KnobSearchResult:
+    """Measure ``budget`` candidates of ``workload``'s knob space on ``hw`` (latencies in seconds)."""
     space = KnobSpace(workload, hw)
     records, best_knobs, best = [], None, math.inf
     for knobs in tqdm(
@@ -93,7 +94,8 @@ def tune(
         if result.valid and result.latency < best:
             best_knobs, best = knobs, result.latency
     n_valid = sum(r["valid"] for r in records)
-    return TuneResult(records, best_knobs, best if best_knobs else math.nan, n_valid, len(records) - n_valid)
+    best_latency = best if best_knobs else math.nan
+    return KnobSearchResult(records, best_knobs, best_latency, n_valid, len(records) - n_valid)
 
 
 def write_records(records: list[dict], path: str | os.PathLike) -> None:
@@ -103,4 +105,4 @@ def write_records(records: list[dict], path: str | os.PathLike) -> None:
     filled = [
         {**r, "norm_throughput": float(v)} for r, v in zip(records, frame["norm_throughput"], strict=True)
     ]
-    schema.write_dataset(schema.records_to_table(filled, hw_feature_names=HW_FEATURE_NAMES), path)
+    schema.write_dataset(schema.records_to_table(filled, hw_feature_names=VTA_HW_FEATURE_NAMES), path)

@@ -1,0 +1,42 @@
+"""XGBoost training and serialisation shared by the XGBoost cost model and ML2Tuner's estimators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xgboost
+
+
+def train_booster(
+    params: dict[str, Any],
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_rounds: int,
+    *,
+    weight: np.ndarray | None = None,
+    qid: np.ndarray | None = None,
+    nthread: int | None = None,
+) -> xgboost.Booster:
+    """Train ``num_rounds`` trees with the "hist" method and XGBoost's messages off.
+
+    ``params`` holds the objective and hyper-parameters (XGBoost's names); ``nthread`` (None: XGBoost's
+    default) limits the threads of the data matrix and of training, e.g. to 1 for models refitted many times
+    inside a tuning loop."""
+    options = {**params, "tree_method": "hist", "verbosity": 0}
+    matrix_options = {}
+    if nthread is not None:
+        options["nthread"] = nthread
+        matrix_options["nthread"] = nthread
+    data = xgboost.DMatrix(features, label=labels, weight=weight, qid=qid, **matrix_options)
+    return xgboost.train(options, data, num_boost_round=num_rounds)
+
+
+def booster_bytes(booster: xgboost.Booster) -> bytes:
+    """The booster in XGBoost's binary JSON (UBJSON) format, as :func:`booster_from_bytes` reads it."""
+    return bytes(booster.save_raw(raw_format="ubj"))
+
+
+def booster_from_bytes(blob: bytes) -> xgboost.Booster:
+    """A booster saved by :func:`booster_bytes`."""
+    return xgboost.Booster(model_file=bytearray(blob))
