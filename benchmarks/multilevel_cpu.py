@@ -46,9 +46,9 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metrics import running_best
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
-from tvm_transfer.cost_model import make_cost_model, runner_seconds
+from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.multilevel import MultiLevelCostModel
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import local_runner, runner_seconds
 from tvm_transfer.target import host_core_count, host_target
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.workloads import make_workload

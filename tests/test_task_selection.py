@@ -8,13 +8,15 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.schedule_transfer import (
     adapt_tile,
     block_signature,
     replay_trace,
     transfer_schedules,
 )
-from tvm_transfer.tuning.session import _database, compile_network, extract_network_tasks, tune_network
+from tvm_transfer.tuning.session import open_database
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,
     allocate_trials,
@@ -111,7 +113,7 @@ def tuned_matmul(bert_tasks, target, small_options, tmp_path_factory):
 
 def test_a_tuned_trace_replays_on_another_shape_and_computes_the_reference(bert_tasks, target, tuned_matmul):
     source, work_dir = tuned_matmul
-    database = _database(work_dir)
+    database = open_database(work_dir)
     record = database.get_top_k(database.commit_workload(source.dispatched[0]), 1)[0]
     destination = by_name(bert_tasks, "fused_matmul2_add1")  # 64x128 @ 128x128: other extents
     mod = destination.dispatched[0]
@@ -133,7 +135,7 @@ def test_a_tuned_trace_replays_on_another_shape_and_computes_the_reference(bert_
 
 def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul):
     source, work_dir = tuned_matmul
-    database = _database(work_dir)
+    database = open_database(work_dir)
     destination, norm = by_name(bert_tasks, "fused_matmul2_add1"), by_name(bert_tasks, "layer_norm")
     moved, kept = transfer_schedules([destination, norm], [source], database, target, candidates=2)
     assert (moved.status, moved.source, moved.label) == (
@@ -144,7 +146,7 @@ def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul
     assert moved.valid >= 1 and moved.seconds < moved.default_seconds
     assert (kept.status, kept.candidates) == ("default", 0) and "block structure" in kept.reason
     # The committed record is what compilation will find for the task.
-    reloaded = _database(work_dir)
+    reloaded = open_database(work_dir)
     assert reloaded.query_schedule(destination.dispatched[0], target, destination.task_name) is not None
     assert reloaded.query_schedule(norm.dispatched[0], target, norm.task_name) is None
 

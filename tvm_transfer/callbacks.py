@@ -7,7 +7,7 @@ from tqdm.auto import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.cost_model import runner_seconds
+from tvm_transfer.runner import runner_seconds
 
 
 @derived_object
