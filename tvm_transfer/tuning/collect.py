@@ -55,9 +55,11 @@ class CpuTarget:
 
     @property
     def name(self) -> str:
+        """``MCPU-CORESc``, the suffix of the target's work dirs."""
         return f"{self.mcpu}-{self.num_cores}c"
 
     def target(self) -> tvm.target.Target:
+        """The LLVM target of this CPU and core count."""
         return host_target(mcpu=self.mcpu, num_cores=self.num_cores)
 
 

@@ -65,6 +65,7 @@ class TransferOutcome:
 
     @property
     def label(self) -> str:
+        """The task's status in a network result: ``transferred-from-<source>`` or ``default``."""
         return f"transferred-from-{self.source}" if self.status == "transferred" else "default"
 
 

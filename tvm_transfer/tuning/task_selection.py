@@ -73,8 +73,9 @@ class TaskSelection:
 
 @dataclass(frozen=True)
 class TaskWork:
-    """One task of a network and its work: ``flops`` per call (FLOPs), ``weight`` = calls per inference,
-    ``work = weight x flops`` and ``share`` = its fraction of the network's total work."""
+    """One task of a network and its work: ``flops`` per call (FLOPs; ``nan`` when TVM cannot estimate
+    them), ``weight`` = calls per inference, ``work = weight x flops`` (0 when the FLOPs are unknown) and
+    ``share`` = its fraction of the network's total work."""
 
     index: int
     name: str
