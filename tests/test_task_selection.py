@@ -7,6 +7,7 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.flops import estimate_flops
 from tvm_transfer.cli import main
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
@@ -44,6 +45,21 @@ def test_work_and_shares_of_real_tasks(bert_tasks):
     norm = by_name(works, "layer_norm")  # occurs twice per layer: its weight counts
     assert norm.weight == 2 and norm.work == pytest.approx(2 * norm.flops)
     assert by_name(works, "reshape").work == 0.0
+
+
+def test_flops_are_estimated_once_with_nan_for_unknown_and_no_work_for_them(bert_tasks, monkeypatch):
+    matmul = by_name(bert_tasks, "fused_matmul2_add1")  # 64x128 @ 128x128 + bias
+    assert estimate_flops(matmul.dispatched[0]) == pytest.approx(2 * 64 * 128 * 128 + 64 * 128)
+    assert estimate_flops(by_name(bert_tasks, "reshape").dispatched[0]) == 0.0
+
+    def give_up(mod):
+        raise RuntimeError("cannot estimate")
+
+    monkeypatch.setattr(tvm.s_tir.analysis, "estimate_tir_flops", give_up)
+    assert np.isnan(estimate_flops(matmul.dispatched[0]))
+    unknown = task_work([matmul])[0]
+    assert np.isnan(unknown.flops) and unknown.work == 0.0
+    assert select_tasks([unknown], TaskSelection()) == [unknown]  # a network without known work: all
 
 
 def test_flops_share_selects_the_smallest_covering_prefix(bert_tasks):
