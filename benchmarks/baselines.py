@@ -25,7 +25,8 @@ import numpy as np
 
 from benchmarks.common import git_commit, machine_info, report_path, write_report
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.tuning.session import TuneOptions, TuneResult, tune_workload
+from tvm_transfer.tuning.operator import TuneResult, tune_workload
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import make_workload
 
 CONTENDERS = ("tvm-xgb", "tvm-xgb-nowarmup", "tvm-random", "xgboost", "lightgbm", "mlp")

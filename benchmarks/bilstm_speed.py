@@ -40,7 +40,8 @@ from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.features import candidate_trace_json, encode_trace
 from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.session import TuneOptions, tune_workload
+from tvm_transfer.tuning.operator import tune_workload
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import make_workload
 
 

@@ -75,6 +75,7 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 from benchmarks.common import RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
+from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import find_databases, read_sidecar
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
@@ -84,26 +85,14 @@ from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.runner import local_runner
 from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.session import evolution_settings, extract_network_tasks
+from tvm_transfer.tuning.network import extract_network_tasks
+from tvm_transfer.tuning.session import evolution_settings
 
 CHECKPOINTS = (8, 16, 32, 64)
 BASELINES = ("tvm-xgb-nowarmup", "tvm-random")
 #: With ``--seed-from``: the BiLSTM's search starts from the source tasks' best schedules (copula anchors),
 #: the first batch chosen by the BiLSTM from ``--rank-pool`` of them, or measured in the copula's order.
 ANCHORED = {"bilstm+anchors": True, "bilstm+anchors-copula-order": False}
-
-
-def _task_flops(task) -> float:
-    try:
-        return float(tvm_flops(task.dispatched[0]))
-    except Exception:  # the estimator gives up on some loop nests
-        return 0.0
-
-
-def tvm_flops(mod) -> float:
-    from tvm.s_tir.analysis import estimate_tir_flops
-
-    return float(estimate_tir_flops(mod))
 
 
 def _variant(contender: str) -> tuple[str, str]:
@@ -204,7 +193,7 @@ def _tune_task(task, index: int, model_files: dict[str, Path], sampler, target, 
     row = {
         "seed": args.seed,
         "task": task.task_name,
-        "flops": _task_flops(task),
+        "flops": estimate_flops(task.dispatched[0]),
         "weight": float(task.weight),
     }
     for contender, curve in curves.items():
@@ -293,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     sampler = _anchor_sampler(args.seed_from, args.network)
     args.contenders = _contenders(args, sampler is not None)
     start = time.perf_counter()
-    tasks = [t for t in extract_network_tasks(args.network, target) if _task_flops(t) > 0]
-    tasks.sort(key=lambda t: -_task_flops(t) * float(t.weight))
+    tasks = [t for t in extract_network_tasks(args.network, target) if estimate_flops(t.dispatched[0]) > 0]
+    tasks.sort(key=lambda t: -estimate_flops(t.dispatched[0]) * float(t.weight))
     tasks = tasks[: args.tasks]
     rows, transfers = [], {}
     with tempfile.TemporaryDirectory() as scratch:

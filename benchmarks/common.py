@@ -78,8 +78,7 @@ def retime(
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_transfer.builder import PersistentBuilder
-    from tvm_transfer.cost_model import runner_seconds
-    from tvm_transfer.runner import local_runner
+    from tvm_transfer.runner import local_runner, runner_seconds
 
     keys = list(mods)
     builder = PersistentBuilder()

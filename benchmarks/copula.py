@@ -321,7 +321,8 @@ def cpu_part(
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_transfer.target import host_target
-    from tvm_transfer.tuning.session import TuneOptions, tune_workload
+    from tvm_transfer.tuning.operator import tune_workload
+    from tvm_transfer.tuning.session import TuneOptions
     from tvm_transfer.workloads import make_workload
 
     target = host_target()

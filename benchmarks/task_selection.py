@@ -32,7 +32,9 @@ from dataclasses import asdict
 from benchmarks.common import git_commit, machine_info, write_report
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.tuning.session import TuneOptions, compile_network, tune_network
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 
 CONTENDERS = ("all-tasks", "selection", "selection-no-transfer", "top2", "untuned")

@@ -41,6 +41,7 @@ from .features import (
 )
 from .features.context import feature_context
 from .features.hardware import usable_core_count
+from .flops import estimate_flops
 from .schema import DatasetWriter, records_to_table
 
 __all__ = [
@@ -211,18 +212,11 @@ def _read_workloads(path: Path, stats: LoadStats) -> list[DatabaseTask | None]:
         try:
             workload = ms.database.Workload.from_json(json.loads(line))
             mod = workload.mod
-            tasks.append(DatabaseTask(workload, task_id_of_mod(mod), op_kind_of(mod), _flops(mod)))
+            tasks.append(DatabaseTask(workload, task_id_of_mod(mod), op_kind_of(mod), estimate_flops(mod)))
         except Exception as error:  # JSON, FFI and TVM errors alike: the line is unusable
             stats.add_corrupt(str(path), line_no, f"unreadable workload ({_short(error)})")
             tasks.append(None)
     return tasks
-
-
-def _flops(mod: tvm.IRModule) -> float:
-    try:
-        return float(tvm.s_tir.analysis.estimate_tir_flops(mod))
-    except tvm.error.TVMError:  # the estimator gives up on some loop structures
-        return math.nan
 
 
 def _short(error: BaseException) -> str:

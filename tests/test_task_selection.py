@@ -7,14 +7,17 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.flops import estimate_flops
 from tvm_transfer.cli import main
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.schedule_transfer import (
     adapt_tile,
     block_signature,
     replay_trace,
     transfer_schedules,
 )
-from tvm_transfer.tuning.session import _database, compile_network, extract_network_tasks, tune_network
+from tvm_transfer.tuning.session import open_database
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,
     allocate_trials,
@@ -42,6 +45,21 @@ def test_work_and_shares_of_real_tasks(bert_tasks):
     norm = by_name(works, "layer_norm")  # occurs twice per layer: its weight counts
     assert norm.weight == 2 and norm.work == pytest.approx(2 * norm.flops)
     assert by_name(works, "reshape").work == 0.0
+
+
+def test_flops_are_estimated_once_with_nan_for_unknown_and_no_work_for_them(bert_tasks, monkeypatch):
+    matmul = by_name(bert_tasks, "fused_matmul2_add1")  # 64x128 @ 128x128 + bias
+    assert estimate_flops(matmul.dispatched[0]) == pytest.approx(2 * 64 * 128 * 128 + 64 * 128)
+    assert estimate_flops(by_name(bert_tasks, "reshape").dispatched[0]) == 0.0
+
+    def give_up(mod):
+        raise RuntimeError("cannot estimate")
+
+    monkeypatch.setattr(tvm.s_tir.analysis, "estimate_tir_flops", give_up)
+    assert np.isnan(estimate_flops(matmul.dispatched[0]))
+    unknown = task_work([matmul])[0]
+    assert np.isnan(unknown.flops) and unknown.work == 0.0
+    assert select_tasks([unknown], TaskSelection()) == [unknown]  # a network without known work: all
 
 
 def test_flops_share_selects_the_smallest_covering_prefix(bert_tasks):
@@ -111,7 +129,7 @@ def tuned_matmul(bert_tasks, target, small_options, tmp_path_factory):
 
 def test_a_tuned_trace_replays_on_another_shape_and_computes_the_reference(bert_tasks, target, tuned_matmul):
     source, work_dir = tuned_matmul
-    database = _database(work_dir)
+    database = open_database(work_dir)
     record = database.get_top_k(database.commit_workload(source.dispatched[0]), 1)[0]
     destination = by_name(bert_tasks, "fused_matmul2_add1")  # 64x128 @ 128x128: other extents
     mod = destination.dispatched[0]
@@ -133,7 +151,7 @@ def test_a_tuned_trace_replays_on_another_shape_and_computes_the_reference(bert_
 
 def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul):
     source, work_dir = tuned_matmul
-    database = _database(work_dir)
+    database = open_database(work_dir)
     destination, norm = by_name(bert_tasks, "fused_matmul2_add1"), by_name(bert_tasks, "layer_norm")
     moved, kept = transfer_schedules([destination, norm], [source], database, target, candidates=2)
     assert (moved.status, moved.source, moved.label) == (
@@ -144,7 +162,7 @@ def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul
     assert moved.valid >= 1 and moved.seconds < moved.default_seconds
     assert (kept.status, kept.candidates) == ("default", 0) and "block structure" in kept.reason
     # The committed record is what compilation will find for the task.
-    reloaded = _database(work_dir)
+    reloaded = open_database(work_dir)
     assert reloaded.query_schedule(destination.dispatched[0], target, destination.task_name) is not None
     assert reloaded.query_schedule(norm.dispatched[0], target, norm.task_name) is None
 

@@ -10,7 +10,9 @@ import tvm
 
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.tuning.session import best_schedule, compile_network, tune_network, tune_workload
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.operator import best_schedule, tune_workload
 
 
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(

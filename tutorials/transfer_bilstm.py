@@ -40,7 +40,9 @@ from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.bilstm.model import FINE_TUNE_MODES, BiLSTMCostModel
 from tvm_transfer.networks import NETWORKS
 from tvm_transfer.target import target_of_id
-from tvm_transfer.tuning.session import TuneOptions, compile_network, tune_network
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 
 

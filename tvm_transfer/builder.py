@@ -1,13 +1,13 @@
 """A builder that keeps MetaSchedule's measurement overhead down on small machines.
 
-``import tvm.s_tir.tensor_intrin`` takes 25-35 s per process here because TVMScript's parser calls
-``inspect.stack()`` (which scans ``sys.modules`` for every frame) for each of ~500 intrinsic definitions.
-MetaSchedule's default builder imports it in every fresh worker of every batch, so builds hit the 30 s
-time-out and the candidates are silently stored as failures. Building an already scheduled module does not
-need the intrinsic registry (tensorization happened when the schedule was made, in the tuning process), so
-:func:`fast_build` skips that import: 64 conv2d candidates built in 18.4 s instead of 24.9 s with the cheap
-import below (2 workers). The tuning process itself still needs the registry; there a cheap frame walker
-stands in for ``inspect.stack`` during the import (:mod:`tenset_tools.features.context`).
+``import tvm.s_tir.tensor_intrin`` takes tens of seconds per process here because TVMScript's parser calls
+``inspect.stack()`` (which scans ``sys.modules`` for every frame) for each of hundreds of intrinsic
+definitions. MetaSchedule's default builder imports it in every fresh worker of every batch, so builds hit
+the build time-out and the candidates are silently stored as failures. Building an already scheduled module
+does not need the intrinsic registry (tensorization happened when the schedule was made, in the tuning
+process), so :func:`fast_build` skips that import. The tuning process itself still needs the registry;
+there a cheap frame walker stands in for ``inspect.stack`` during the import
+(:mod:`tenset_tools.features.context`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def build_and_export(mod: Any, target: Any) -> str:
 class PersistentBuilder(ms.builder.PyBuilder):
     """A builder whose worker processes outlive a batch.
 
-    MetaSchedule's ``LocalBuilder`` starts fresh workers for every batch (each paying ~1-3 s to import TVM)
+    MetaSchedule's ``LocalBuilder`` starts fresh workers for every batch (each paying TVM's import time)
     to sidestep a slow memory leak in long-lived workers; here each worker is instead recycled after
     ``max_uses`` builds, which bounds the leak and keeps start-up off the critical path of every batch.
 
@@ -63,6 +63,7 @@ class PersistentBuilder(ms.builder.PyBuilder):
         self._pool: PopenPoolExecutor | None = None
 
     def build(self, build_inputs: list[ms.builder.BuilderInput]) -> list[ms.builder.BuilderResult]:
+        """Build and export each input in the worker pool (started on first use)."""
         if self._pool is None:
             self._pool = PopenPoolExecutor(
                 max_workers=self.max_workers, timeout=self.timeout_sec, maximum_process_uses=self.max_uses

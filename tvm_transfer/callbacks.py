@@ -7,7 +7,7 @@ from tqdm.auto import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.cost_model import runner_seconds
+from tvm_transfer.runner import runner_seconds
 
 
 @derived_object
@@ -23,7 +23,15 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
             bar if bar is not None else tqdm(total=total, unit="trial", disable=not enabled, desc="tuning")
         )
 
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+    def apply(
+        self,
+        task_scheduler: ms.task_scheduler.TaskScheduler,
+        task_id: int,
+        measure_candidates: list[ms.MeasureCandidate],
+        builder_results: list[ms.builder.BuilderResult],
+        runner_results: list[ms.runner.RunnerResult],
+    ) -> None:
+        """Record the batch's latencies in seconds (``inf`` for failures) and advance the bar."""
         for built, ran in zip(builder_results, runner_results, strict=True):
             self.latencies.append(float("inf") if built.error_msg else runner_seconds(ran))
         finite = [x for x in self.latencies if np.isfinite(x)]
@@ -32,6 +40,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self._bar.update(len(runner_results))
 
     def close(self) -> None:
+        """Close the bar if this callback created it."""
         if self._own_bar:
             self._bar.close()
 

@@ -1,4 +1,4 @@
-"""Runner settings shared by every tuning run, collection and benchmark."""
+"""Runner settings shared by every tuning run, collection and benchmark, and the latency of a run."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import functools
 import os
 import time
 
+import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
+
+from tenset_tools.metaschedule import mean_run_seconds
 
 
 def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
@@ -33,6 +36,18 @@ def local_runner(
         evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
         initializer=initializer,
     )
+
+
+def target_runner(target: tvm.target.Target) -> ms.runner.LocalRunner:
+    """A :func:`local_runner` measuring on as many threads as ``target``'s ``num-cores`` (TVM's default
+    when the target does not say)."""
+    return local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None)
+
+
+def runner_seconds(result: ms.runner.RunnerResult) -> float:
+    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed, including results
+    rebuilt from database records, which carry MetaSchedule's 1e10-second failure marker."""
+    return float("inf") if result.error_msg else mean_run_seconds(result.run_secs)
 
 
 def _limit_threads(num_threads: int) -> None:

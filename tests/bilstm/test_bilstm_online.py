@@ -14,8 +14,8 @@ from ms_helpers import tiny_tune_tir
 from tvm.ir.utils import derived_object
 
 from tenset_tools.metrics import pairwise_accuracy
-from tvm_transfer.cost_model.base import runner_seconds
 from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.runner import runner_seconds
 
 
 @derived_object

@@ -13,9 +13,9 @@ from tvm.s_tir import meta_schedule as ms
 from tenset_tools.features import LOWERED_FEATURE_NAMES
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import FailureLog
-from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model, runner_seconds
+from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.multilevel import INVALID_SCORE, MultiLevelCostModel
-from tvm_transfer.runner import TimedRunner, local_runner
+from tvm_transfer.runner import TimedRunner, local_runner, runner_seconds
 from tvm_transfer.workloads import make_workload
 
 

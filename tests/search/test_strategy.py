@@ -26,7 +26,8 @@ from tvm_transfer.search_strategy.copula import (
     pretrain_on_sources,
     trace_decisions,
 )
-from tvm_transfer.tuning.session import TuneOptions, tune_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 from tvm_transfer.workloads import make_workload
 

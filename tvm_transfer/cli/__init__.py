@@ -67,7 +67,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
-    from tvm_transfer.tuning.session import tune_workload
+    from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
@@ -101,7 +101,8 @@ def _selection(args: argparse.Namespace):
 
 def _cmd_tune_network(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_strategy
-    from tvm_transfer.tuning.session import compile_network, tune_network
+    from tvm_transfer.tuning.compile import compile_network
+    from tvm_transfer.tuning.network import tune_network
 
     selection = _selection(args)
     work_dir = _work_dir(args, args.network)
@@ -123,7 +124,7 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from tvm_transfer.tuning.session import compile_network
+    from tvm_transfer.tuning.compile import compile_network
 
     result = compile_network(args.network, _work_dir(args, args.network), target=_target(args))
     print(result.table())

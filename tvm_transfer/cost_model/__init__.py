@@ -13,7 +13,6 @@ from tvm_transfer.cost_model.base import (
     CostModelFileError,
     LearnedCostModel,
     normalised_throughput,
-    runner_seconds,
     saved_model_class,
 )
 
@@ -118,6 +117,5 @@ __all__ = [
     "load_cost_model",
     "make_cost_model",
     "normalised_throughput",
-    "runner_seconds",
     "saved_model_class",
 ]

@@ -18,19 +18,13 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.common.archive import CostModelFileError, read_archive, write_archive
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
+from tvm_transfer.runner import runner_seconds
 
 #: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
 FORMAT_VERSION = 2
 _FORMAT_NAME = "tvm-transfer-cost-model"
-
-
-def runner_seconds(result: ms.runner.RunnerResult) -> float:
-    """Mean measured latency of a runner result in seconds; ``inf`` when the run failed, including results
-    rebuilt from database records, which carry MetaSchedule's 1e10-second failure marker."""
-    return float("inf") if result.error_msg else mean_run_seconds(result.run_secs)
 
 
 def normalised_throughput(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:

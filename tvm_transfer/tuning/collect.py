@@ -3,9 +3,8 @@
 The budget (measurements) is spread evenly over the (network, target) pairs. Each pair keeps its own
 MetaSchedule work dir (``<work_dir>/<network>__<mcpu>-<cores>c``) with a sidecar naming the network and
 the task weights, so re-running the same command measures only what is missing. The tuning loop is
-:func:`tvm_transfer.tuning.session.tune_network`; at the end every work dir is converted to one Parquet
-file with
-:func:`tenset_tools.metaschedule.convert_databases`.
+:func:`tvm_transfer.tuning.network.tune_network`; at the end every work dir is converted to one Parquet
+file with :func:`tenset_tools.metaschedule.convert_databases`.
 
 Measurements run locally (the runner's programs limited to the target's core count) or, with ``rpc``,
 on devices registered with a TVM RPC tracker under a device key (``ms.runner.RPCRunner``).
@@ -32,6 +31,7 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 from tenset_tools.ansor import LoadStats
 from tenset_tools.features import KernelFeatureExtractor, pool_per_store
 from tenset_tools.features.context import feature_context
+from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import (
     RECORD_FILE,
     convert_databases,
@@ -42,7 +42,8 @@ from tenset_tools.metaschedule import (
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import evaluator_config, local_runner
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
-from tvm_transfer.tuning.session import Measurement, TuneOptions, extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.session import Measurement, TuneOptions
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,11 @@ class CpuTarget:
 
     @property
     def name(self) -> str:
+        """``MCPU-CORESc``, the suffix of the target's work dirs."""
         return f"{self.mcpu}-{self.num_cores}c"
 
     def target(self) -> tvm.target.Target:
+        """The LLVM target of this CPU and core count."""
         return host_target(mcpu=self.mcpu, num_cores=self.num_cores)
 
 
@@ -119,10 +122,6 @@ def rpc_runner(address: str, device_key: str, session_timeout_sec: int = 60) -> 
     return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(), max_workers=1)
 
 
-def _flops(task) -> float:
-    return float(tvm.s_tir.analysis.estimate_tir_flops(task.dispatched[0]))
-
-
 def run_job(
     job: Job,
     options: TuneOptions,
@@ -134,7 +133,8 @@ def run_job(
 
     Writes the sidecar first (network name, every task's weight) so that an interrupted run converts
     with its weights. Without ``all_tasks``, tasks of zero FLOPs (reshape, transpose, slicing) are
-    skipped: their schedules barely vary, and MetaSchedule's scheduler would give each a batch.
+    skipped (and tasks whose FLOPs TVM cannot estimate): their schedules barely vary, and MetaSchedule's
+    scheduler would give each a batch.
     """
     target = job.target.target()
     tasks = extract_network_tasks(job.network, target)
@@ -144,7 +144,7 @@ def run_job(
         job.network,
         {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks},
     )
-    selected = tasks if all_tasks else [t for t in tasks if _flops(t) > 0]
+    selected = tasks if all_tasks else [t for t in tasks if estimate_flops(t.dispatched[0]) > 0]
     result = tune_network(
         job.network,
         job.work_dir,

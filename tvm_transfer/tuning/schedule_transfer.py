@@ -23,6 +23,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import tvm
@@ -30,10 +31,10 @@ import tvm_ffi
 from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
-from tvm_transfer.cost_model import runner_seconds
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import runner_seconds, target_runner
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class TransferOutcome:
 
     @property
     def label(self) -> str:
+        """The task's status in a network result: ``transferred-from-<source>`` or ``default``."""
         return f"transferred-from-{self.source}" if self.status == "transferred" else "default"
 
 
@@ -129,7 +131,7 @@ def replay_trace(
     return sch, adapted
 
 
-def _random_args(args_info: Sequence, seed: int) -> list[np.ndarray]:
+def _random_args(args_info: Sequence[ms.arg_info.ArgInfo], seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
     for info in args_info:
@@ -141,7 +143,7 @@ def _random_args(args_info: Sequence, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def _run(function, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _run(function: tvm_ffi.Function, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     args = [tvm.runtime.tensor(a.copy()) for a in arrays]
     function(*args)
     return [a.numpy() for a in args]
@@ -157,7 +159,13 @@ def _matches(got: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> bool:
     return True
 
 
-def _measure(builder, runner, target, mods: Sequence[tvm.IRModule], args_info) -> tuple[list[float], list]:
+def _measure(
+    builder: ms.builder.Builder,
+    runner: ms.runner.Runner,
+    target: tvm.target.Target,
+    mods: Sequence[tvm.IRModule],
+    args_info: Sequence[ms.arg_info.ArgInfo],
+) -> tuple[list[float], list[tvm.runtime.Module | None]]:
     """Build ``mods`` with ``builder`` and time them once with ``runner``: (seconds, loaded modules) per
     module; ``inf``/``None`` for a failed build or run."""
     built = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
@@ -165,7 +173,7 @@ def _measure(builder, runner, target, mods: Sequence[tvm.IRModule], args_info) -
     inputs = [ms.runner.RunnerInput(built[i].artifact_path, "cpu", args_info) for i in ok]
     futures = runner.run(inputs) if inputs else []
     seconds = [float("inf")] * len(mods)
-    loaded: list = [None] * len(mods)
+    loaded: list[tvm.runtime.Module | None] = [None] * len(mods)
     for i, future in zip(ok, futures, strict=True):
         seconds[i] = runner_seconds(future.result())
         loaded[i] = tvm.runtime.load_module(built[i].artifact_path)
@@ -178,9 +186,18 @@ def _context(mod: tvm.IRModule, target: tvm.target.Target, name: str) -> ms.Tune
     )
 
 
+class _Source(NamedTuple):
+    """A tuned task whose best records may be replayed elsewhere."""
+
+    task: ms.ExtractedTask
+    signature: tuple[tuple[str, str], ...]
+    flops: float
+    records: list[ms.database.TuningRecord]
+
+
 def transfer_schedules(
-    untuned: Sequence,
-    tuned: Sequence,
+    untuned: Sequence[ms.ExtractedTask],
+    tuned: Sequence[ms.ExtractedTask],
     database: ms.database.Database,
     target: tvm.target.Target,
     *,
@@ -198,27 +215,23 @@ def transfer_schedules(
     replayed candidates are checked (see the module docstring), measured once next to the default
     lowering, and the fastest is committed to ``database`` when it beats the default.
     ``builder``/``runner`` default to a fresh :class:`PersistentBuilder` (shut down here) and
-    :func:`local_runner` on the target's cores.
+    :func:`tvm_transfer.runner.target_runner`.
     """
-    from tvm_transfer.tuning.task_selection import task_flops
-
     own_builder = builder is None
     builder = builder or PersistentBuilder()
-    runner = runner or local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None)
+    runner = runner or target_runner(target)
     sources = []
     for task in tuned:
         mod = task.dispatched[0]
         top = list(database.get_top_k(database.commit_workload(mod), candidates))
         top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
         if top:
-            sources.append((task, block_signature(mod), task_flops(task), top))
+            sources.append(_Source(task, block_signature(mod), estimate_flops(mod), top))
     outcomes = []
     try:
         for index, task in enumerate(untuned):
             outcomes.append(
-                _transfer_one(
-                    task, sources, database, target, candidates, max_sources, builder, runner, seed + index
-                )
+                _transfer_one(task, sources, database, target, max_sources, builder, runner, seed + index)
             )
     finally:
         if own_builder:
@@ -226,14 +239,30 @@ def transfer_schedules(
     return outcomes
 
 
-def _transfer_one(task, sources, database, target, candidates, max_sources, builder, runner, seed):
-    from tvm_transfer.tuning.task_selection import task_flops
+def _flops_distance(a: float, b: float) -> float:
+    """How far apart two FLOPs counts are, on a log scale (``inf`` when either is unknown)."""
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return math.inf
+    return abs(math.log(max(a, 1.0) / max(b, 1.0)))
 
+
+def _transfer_one(
+    task: ms.ExtractedTask,
+    sources: Sequence[_Source],
+    database: ms.database.Database,
+    target: tvm.target.Target,
+    max_sources: int,
+    builder: ms.builder.Builder,
+    runner: ms.runner.Runner,
+    seed: int,
+) -> TransferOutcome:
+    """Replay the best records of up to ``max_sources`` similar ``sources`` on ``task`` and commit the
+    fastest valid one when it beats the default lowering (see :func:`transfer_schedules`)."""
     mod = task.dispatched[0]
     signature = block_signature(mod)
-    flops = max(task_flops(task), 1.0)
-    similar = [s for s in sources if s[1] == signature]
-    similar.sort(key=lambda s: abs(math.log(max(s[2], 1.0) / flops)))
+    flops = estimate_flops(mod)
+    similar = [s for s in sources if s.signature == signature]
+    similar.sort(key=lambda s: _flops_distance(s.flops, flops))
     outcome = TransferOutcome(task.task_name, "default")
     if not similar:
         outcome.reason = "no tuned task with the same block structure"

@@ -1,6 +1,7 @@
-"""FLOPs-aware task selection for network tuning (after Verma et al., ExHET 2023).
+"""FLOPs-aware task selection for network tuning (after Verma et al., ExHET 2023): a pure policy, which
+decides what to tune and for how many trials; :mod:`tvm_transfer.tuning.network` does the tuning.
 
-A network's tasks differ in work by orders of magnitude: in ``bert_tiny_layer`` four matmuls carry ~84% of
+A network's tasks differ in work by orders of magnitude: in ``bert_tiny_layer`` four matmuls carry most of
 the FLOPs while a dozen reshapes, transposes and slices carry none. MetaSchedule's gradient task scheduler
 first spends one batch on *every* task (its warm-up), so a small budget is mostly spent on tasks that do not
 matter. Here tasks are ranked by ``weight x FLOPs`` (weight = how often the fused function is called), the
@@ -17,11 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tvm
 
-__all__ = ["TaskSelection", "TaskWork", "allocate_trials", "select_tasks", "task_work"]
+from tenset_tools.flops import estimate_flops
+
+if TYPE_CHECKING:
+    from tvm.s_tir import meta_schedule as ms
+
+__all__ = ["TaskSelection", "TaskWork", "allocate_trials", "plan_budget", "select_tasks", "task_work"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class TaskSelection:
         Select the smallest set of tasks (largest ``weight x FLOPs`` first) whose work covers this fraction
         of the network's work, in (0, 1]. 0.9 is the coverage the ExHET paper's pruning keeps (and
         :func:`tenset_tools.prune.prune`'s default): on ``bert_tiny_layer`` it selects the 4 big matmul
-        tasks out of 17 and leaves ~8% of the FLOPs to transferred or default schedules.
+        tasks and leaves the rest of the FLOPs to transferred or default schedules.
     top_tasks:
         Select at most this many tasks (``None``: no cap). With ``flops_share=1.0`` this is a pure top-N.
     min_trials:
@@ -67,8 +73,9 @@ class TaskSelection:
 
 @dataclass(frozen=True)
 class TaskWork:
-    """One task of a network and its work: ``flops`` per call (FLOPs), ``weight`` = calls per inference,
-    ``work = weight x flops`` and ``share`` = its fraction of the network's total work."""
+    """One task of a network and its work: ``flops`` per call (FLOPs; ``nan`` when TVM cannot estimate
+    them), ``weight`` = calls per inference, ``work = weight x flops`` (0 when the FLOPs are unknown) and
+    ``share`` = its fraction of the network's total work."""
 
     index: int
     name: str
@@ -78,17 +85,12 @@ class TaskWork:
     share: float
 
 
-def task_flops(task) -> float:
-    """FLOPs of one call of an extracted task (TVM's estimate on the dispatched PrimFunc; 0 for pure data
-    movement such as reshapes)."""
-    return float(tvm.s_tir.analysis.estimate_tir_flops(task.dispatched[0]))
-
-
-def task_work(tasks: Sequence) -> list[TaskWork]:
-    """``TaskWork`` of each extracted task (``ExtractedTask``: task_name, weight, dispatched), in the
-    input order."""
-    flops = [task_flops(t) for t in tasks]
-    work = [float(t.weight) * f for t, f in zip(tasks, flops, strict=True)]
+def task_work(tasks: Sequence[ms.ExtractedTask]) -> list[TaskWork]:
+    """``TaskWork`` of each extracted task, in the input order. FLOPs come from
+    :func:`tenset_tools.flops.estimate_flops`; a task whose FLOPs TVM cannot estimate (``nan``) counts as
+    no work, so it is never selected for tuning."""
+    flops = [estimate_flops(t.dispatched[0]) for t in tasks]
+    work = [float(t.weight) * f if np.isfinite(f) else 0.0 for t, f in zip(tasks, flops, strict=True)]
     total = sum(work)
     return [
         TaskWork(i, t.task_name, float(t.weight), f, w, w / total if total > 0 else 1.0 / len(tasks))
@@ -165,133 +167,3 @@ def plan_budget(
         return [], []
     floor = min(floor, math.floor(total / len(chosen)))
     return chosen, allocate_trials([w.work for w in chosen], total, floor)
-
-
-def tune_selected(
-    name: str,
-    extracted: Sequence,
-    work_dir,
-    *,
-    cost_model,
-    target: tvm.target.Target,
-    options,
-    selection: TaskSelection,
-    search_strategy,
-    measure=None,
-):
-    """Tune the tasks chosen by ``selection`` one after another, each for its share of
-    ``options.trials`` (records already in ``work_dir`` count against each task's share), with one cost
-    model shared by all tasks; then transfer schedules to the other tasks. Returns a
-    :class:`tvm_transfer.tuning.session.NetworkTuneResult` whose ``status`` says per task ``tuned``,
-    ``transferred-from-<task>`` or ``default``. ``search_strategy``: each task tunes a clone of it.
-    Called by :func:`tvm_transfer.tuning.session.tune_network`."""
-    import dataclasses
-    import time
-    from pathlib import Path
-
-    from tqdm.auto import tqdm
-    from tvm.s_tir import meta_schedule as ms
-
-    from tvm_transfer.builder import PersistentBuilder
-    from tvm_transfer.cost_model import make_cost_model
-    from tvm_transfer.runner import local_runner
-    from tvm_transfer.tuning.schedule_transfer import transfer_schedules
-    from tvm_transfer.tuning.session import (
-        Measurement,
-        NetworkTuneResult,
-        _best_seconds,
-        _database,
-        _num_threads,
-        _records_of,
-        _tune_contexts,
-        meta_schedule_log_level,
-    )
-
-    work_dir = Path(work_dir)
-    works = task_work(extracted)
-    chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
-    measure = measure or Measurement()
-    builder = measure.builder or PersistentBuilder()
-    cores = int(target.attrs.get("num-cores", 0)) or None
-    runner = measure.runner or local_runner(num_threads=cores)
-    model = make_cost_model(cost_model, seed=options.seed) if isinstance(cost_model, str) else cost_model
-    bar = measure.progress_bar or tqdm(
-        total=options.trials, unit="trial", disable=not options.progress, desc="tuning"
-    )
-    shared = Measurement(builder=builder, runner=runner, progress_bar=bar)
-    start = time.perf_counter()
-    new_trials, profile = 0, {}
-    tune_seconds = transfer_seconds = 0.0
-    outcomes = []
-    try:
-        for rank, (work, budget) in enumerate(zip(chosen, budgets, strict=True)):
-            # MetaSchedule's logger set-up runs once per task here: each gets the caller's level.
-            with meta_schedule_log_level():
-                contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                    [extracted[work.index]], str(work_dir), strategy=search_strategy,
-                    num_threads=_num_threads(options), seed=options.seed + rank,
-                )  # fmt: skip
-                if not contexts:  # an already scheduled function: MetaSchedule skips it, so do we
-                    continue
-                latencies, task_profile, _, _, _ = _tune_contexts(
-                    list(contexts),
-                    [work.weight],
-                    work_dir,
-                    model,
-                    dataclasses.replace(options, trials=budget),
-                    shared,
-                )
-                new_trials += len(latencies)
-                for key, seconds in task_profile.items():
-                    profile[key] = profile.get(key, 0.0) + seconds
-        tune_seconds = time.perf_counter() - start
-        database = _database(work_dir)
-        records = [_records_of(database, task.dispatched[0]) for task in extracted]
-        tuned = [i for i, r in enumerate(records) if np.isfinite(_best_seconds(r))]
-        untuned = [i for i in range(len(extracted)) if i not in tuned]
-        if selection.transfer and tuned and untuned:
-            outcomes = transfer_schedules(
-                [extracted[i] for i in untuned], [extracted[i] for i in tuned], database, target,
-                candidates=selection.transfer_candidates, builder=builder, runner=runner, seed=options.seed,
-            )  # fmt: skip
-        transfer_seconds = time.perf_counter() - start - tune_seconds
-    finally:
-        if measure.builder is None:
-            builder.shutdown()
-        if measure.progress_bar is None:
-            bar.close()
-    by_name = {o.task: o for o in outcomes}
-    status, tasks = [], []
-    for task, task_records in zip(extracted, records, strict=True):
-        best = _best_seconds(task_records)
-        outcome = by_name.get(task.task_name)
-        if outcome is not None and outcome.status == "transferred":
-            label, best = outcome.label, outcome.seconds
-        elif np.isfinite(best):
-            label = "tuned"
-        else:
-            label = "default"
-        status.append(label)
-        tasks.append((task.task_name, float(task.weight), task_flops(task), best, len(task_records)))
-    chosen_names = {w.name for w in chosen}
-    return NetworkTuneResult(
-        name=name,
-        target=str(target),
-        cost_model=cost_model if isinstance(cost_model, str) else type(cost_model).__name__,
-        tasks=tasks,
-        new_trials=new_trials,
-        tuning_seconds=time.perf_counter() - start,
-        profile=profile,
-        status=status,
-        selection={
-            "flops_share": selection.flops_share,
-            "top_tasks": selection.top_tasks,
-            "selected": [w.name for w in chosen],
-            "budgets": dict(zip([w.name for w in chosen], budgets, strict=True)),
-            "selected_share": float(sum(w.share for w in chosen)),
-            "tune_seconds": tune_seconds,
-            "transfer_seconds": transfer_seconds,
-            "transfers": [dataclasses.asdict(o) for o in outcomes],
-            "unselected": [w.name for w in works if w.name not in chosen_names],
-        },
-    )

@@ -422,16 +422,12 @@ class BiLSTMCostModel(LearnedCostModel):
 
     # ---- inputs ----------------------------------------------------------------------------------------
     def _task_of(self, context: ms.TuneContext, candidate: ms.MeasureCandidate) -> np.ndarray:
-        from tvm.s_tir.analysis import estimate_tir_flops
-
+        from tenset_tools.flops import estimate_flops
         from tenset_tools.metaschedule import op_kind_of
 
         key = shash2hex(context.mod)
         if key not in self._task_cache:
-            try:
-                flops = float(estimate_tir_flops(context.mod))
-            except Exception:  # TVMError: the estimator gives up on some loop nests; FLOPs unknown
-                flops = math.nan
+            flops = estimate_flops(context.mod)
             shapes = [[int(d) for d in arg.shape] for arg in candidate.args_info]
             self._task_cache[key] = data.task_vector(op_kind_of(context.mod), flops, shapes)
         return self._task_cache[key]

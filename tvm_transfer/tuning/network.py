@@ -1,0 +1,292 @@
+"""Tuning a network of :data:`tvm_transfer.networks.NETWORKS`: its MetaSchedule tasks, tuned together by the
+gradient task scheduler, or only the tasks a :class:`~tvm_transfer.tuning.task_selection.TaskSelection`
+picks (each for its own budget) with schedules transferred to the others."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tqdm.auto import tqdm
+from tvm.s_tir import meta_schedule as ms
+
+from tenset_tools.flops import estimate_flops
+from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.runner import target_runner
+from tvm_transfer.target import as_target
+from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
+from tvm_transfer.tuning.session import (
+    Measurement,
+    TuneOptions,
+    best_seconds,
+    cost_model_name,
+    evolutionary_search,
+    meta_schedule_log_level,
+    open_database,
+    records_of,
+    resolve_cost_model,
+    search_threads,
+    tune_contexts,
+)
+from tvm_transfer.tuning.task_selection import TaskSelection, TaskWork, plan_budget, task_work
+
+#: One task of a result: (name, weight, FLOPs per call, best seconds, trials).
+TaskRow = tuple[str, float, float, float, int]
+
+
+@dataclass
+class NetworkTuneResult:
+    """Outcome of tuning a network's tasks: per task ``(name, weight, FLOPs, best seconds, trials)``."""
+
+    name: str
+    target: str
+    cost_model: str
+    tasks: list[TaskRow]
+    new_trials: int
+    tuning_seconds: float
+    profile: dict[str, float] = field(default_factory=dict)
+    # With a TaskSelection: per task "tuned", "transferred-from-<task>" or "default", and the plan
+    # (selected tasks, budgets, transfer outcomes); see tvm_transfer.tuning.task_selection.
+    status: list[str] = field(default_factory=list)
+    selection: dict = field(default_factory=dict)
+
+    @property
+    def weighted_latency(self) -> float:
+        """Sum over tasks of weight x best latency, in seconds (the network's tuned operator time)."""
+        return sum(weight * best for _, weight, _, best, _ in self.tasks)
+
+    def table(self) -> str:
+        """A plain-text table of the tasks and the weighted latency."""
+        lines = [f"{'task':<56} {'weight':>6} {'MFLOP':>9} {'best ms':>9} {'GFLOPS':>8} {'trials':>6}"]
+        if self.status:
+            lines[0] += "  status"
+        for i, (task, weight, flops, best, trials) in enumerate(self.tasks):
+            gflops = flops / best / 1e9 if np.isfinite(best) else 0.0
+            row = f"{task[:56]:<56} {weight:>6g} {flops / 1e6:>9.2f} {best * 1e3:>9.4f} {gflops:>8.1f}"
+            lines.append(f"{row} {trials:>6}" + (f"  {self.status[i]}" if self.status else ""))
+        latency = f"{self.weighted_latency * 1e3:.4f} ms"
+        if self.status and not np.isfinite(self.weighted_latency):
+            # Tasks on TVM's default lowering were not measured: sum the others only.
+            known = sum(w * best for _, w, _, best, _ in self.tasks if np.isfinite(best))
+            latency = f"{known * 1e3:.4f} ms over the tuned and transferred tasks"
+        lines.append(
+            f"{self.name} on {self.target} with {self.cost_model}: weighted latency "
+            f"{latency}, {self.new_trials} trials in {self.tuning_seconds:.1f} s"
+        )
+        return "\n".join(lines)
+
+
+def extract_network_tasks(name: str, target: tvm.target.Target) -> list[ms.ExtractedTask]:
+    """The MetaSchedule tasks (``ExtractedTask``: name, module, weight) of a network of
+    :data:`tvm_transfer.networks.NETWORKS`, extracted as ``compile_network`` will look them up."""
+    from tvm_transfer.networks import fused_for_extraction, import_network, prepare_for_inference
+
+    mod = prepare_for_inference(import_network(name))
+    return list(ms.relax_integration.extract_tasks(fused_for_extraction(mod, target), target))
+
+
+@meta_schedule_log_level()
+def tune_network(
+    name: str,
+    work_dir: str | Path,
+    *,
+    cost_model: str | ms.CostModel = "xgboost",
+    target: tvm.target.Target | dict | None = None,
+    options: TuneOptions | None = None,
+    tasks: Sequence[ms.ExtractedTask] | None = None,
+    measure: Measurement | None = None,
+    selection: TaskSelection | None = None,
+    search_strategy: ms.search_strategy.SearchStrategy | None = None,
+) -> NetworkTuneResult:
+    """Tune every task of a network of :data:`tvm_transfer.networks.NETWORKS`; ``options.trials`` is the
+    budget for the whole network (measured records already in ``work_dir`` count), shared by
+    MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to some of the network's
+    :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder, runner or progress bar.
+
+    With ``selection`` only the tasks carrying most of the network's FLOPs are tuned, one after another,
+    each for a budget proportional to its weight x FLOPs (records already in ``work_dir`` count against
+    each task's share), with one cost model shared by all tasks; the other tasks then get schedules
+    transferred from similar tuned tasks, and the result's ``status`` says per task ``tuned``,
+    ``transferred-from-<task>`` or ``default``. ``None`` keeps the gradient scheduler over all tasks.
+    ``search_strategy`` replaces the default evolutionary search; every task tunes its own clone (e.g. a
+    :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
+    source tasks)."""
+    options = options or TuneOptions()
+    strategy = search_strategy or evolutionary_search(options)
+    target = as_target(target)
+    import_tensor_intrin_fast()
+    extracted = list(tasks) if tasks is not None else extract_network_tasks(name, target)
+    work_dir = Path(work_dir)
+    if selection is not None:
+        return _tune_selected(
+            name, extracted, work_dir, cost_model, target, options, selection, measure or Measurement(),
+            strategy,
+        )  # fmt: skip
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        extracted, str(work_dir), strategy=strategy, num_threads=search_threads(options),
+        seed=options.seed,
+    )  # fmt: skip
+    run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, options, measure)
+    return NetworkTuneResult(
+        name=name,
+        target=str(target),
+        cost_model=cost_model_name(cost_model),
+        tasks=[_task_row(task, records) for task, records in zip(extracted, run.records, strict=True)],
+        new_trials=len(run.latencies),
+        tuning_seconds=run.seconds,
+        profile=run.profile,
+    )
+
+
+def _task_row(
+    task: ms.ExtractedTask, records: Sequence[ms.database.TuningRecord], seconds: float | None = None
+) -> TaskRow:
+    """A result row of ``task``; ``seconds`` overrides the best latency of its ``records``."""
+    best = best_seconds(records) if seconds is None else seconds
+    return (task.task_name, float(task.weight), estimate_flops(task.dispatched[0]), best, len(records))
+
+
+def _tune_selected(
+    name: str,
+    extracted: list[ms.ExtractedTask],
+    work_dir: Path,
+    cost_model: str | ms.CostModel,
+    target: tvm.target.Target,
+    options: TuneOptions,
+    selection: TaskSelection,
+    measure: Measurement,
+    search_strategy: ms.search_strategy.SearchStrategy,
+) -> NetworkTuneResult:
+    """:func:`tune_network` with a ``selection``: tune the planned tasks, then transfer schedules."""
+    works = task_work(extracted)
+    chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
+    builder = measure.builder or PersistentBuilder()
+    runner = measure.runner or target_runner(target)
+    bar = measure.progress_bar or tqdm(
+        total=options.trials, unit="trial", disable=not options.progress, desc="tuning"
+    )
+    shared = Measurement(builder=builder, runner=runner, progress_bar=bar)
+    model = resolve_cost_model(cost_model, options.seed)
+    start = time.perf_counter()
+    tune_seconds = transfer_seconds = 0.0
+    outcomes: list[TransferOutcome] = []
+    try:
+        new_trials, profile = _tune_each(
+            extracted, chosen, budgets, work_dir, model, options, shared, search_strategy
+        )
+        tune_seconds = time.perf_counter() - start
+        database = open_database(work_dir)
+        records = [records_of(database, task.dispatched[0]) for task in extracted]
+        if selection.transfer:
+            outcomes = _transfer_to_untuned(extracted, records, database, target, selection, shared, options)
+        transfer_seconds = time.perf_counter() - start - tune_seconds
+    finally:
+        if measure.builder is None:
+            builder.shutdown()
+        if measure.progress_bar is None:
+            bar.close()
+    status, rows = _status_and_rows(extracted, records, outcomes)
+    return NetworkTuneResult(
+        name=name,
+        target=str(target),
+        cost_model=cost_model_name(cost_model),
+        tasks=rows,
+        new_trials=new_trials,
+        tuning_seconds=time.perf_counter() - start,
+        profile=profile,
+        status=status,
+        selection={
+            "flops_share": selection.flops_share,
+            "top_tasks": selection.top_tasks,
+            "selected": [w.name for w in chosen],
+            "budgets": dict(zip([w.name for w in chosen], budgets, strict=True)),
+            "selected_share": float(sum(w.share for w in chosen)),
+            "tune_seconds": tune_seconds,
+            "transfer_seconds": transfer_seconds,
+            "transfers": [dataclasses.asdict(o) for o in outcomes],
+            "unselected": [w.name for w in works if w.name not in {c.name for c in chosen}],
+        },
+    )
+
+
+def _tune_each(
+    extracted: list[ms.ExtractedTask],
+    chosen: list[TaskWork],
+    budgets: list[int],
+    work_dir: Path,
+    model: ms.CostModel,
+    options: TuneOptions,
+    measure: Measurement,
+    search_strategy: ms.search_strategy.SearchStrategy,
+) -> tuple[int, dict[str, float]]:
+    """Tune each chosen task alone for its budget; returns the trials measured and the summed profile
+    (seconds per MetaSchedule phase)."""
+    new_trials, profile = 0, {}
+    for rank, (work, budget) in enumerate(zip(chosen, budgets, strict=True)):
+        # MetaSchedule's logger set-up runs once per task here: each gets the caller's level.
+        with meta_schedule_log_level():
+            contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                [extracted[work.index]], str(work_dir), strategy=search_strategy,
+                num_threads=search_threads(options), seed=options.seed + rank,
+            )  # fmt: skip
+            if not contexts:  # an already scheduled function: MetaSchedule skips it, so do we
+                continue
+            run = tune_contexts(
+                list(contexts),
+                [work.weight],
+                work_dir,
+                model,
+                dataclasses.replace(options, trials=budget),
+                measure,
+            )
+            new_trials += len(run.latencies)
+            for key, seconds in run.profile.items():
+                profile[key] = profile.get(key, 0.0) + seconds
+    return new_trials, profile
+
+
+def _transfer_to_untuned(
+    extracted: list[ms.ExtractedTask],
+    records: list[list[ms.database.TuningRecord]],
+    database: ms.database.Database,
+    target: tvm.target.Target,
+    selection: TaskSelection,
+    measure: Measurement,
+    options: TuneOptions,
+) -> list[TransferOutcome]:
+    """Transfer schedules from the tasks with a successful record to the others (none when either side
+    is empty)."""
+    tuned = [i for i, r in enumerate(records) if np.isfinite(best_seconds(r))]
+    untuned = [i for i in range(len(extracted)) if i not in tuned]
+    if not tuned or not untuned:
+        return []
+    return transfer_schedules(
+        [extracted[i] for i in untuned], [extracted[i] for i in tuned], database, target,
+        candidates=selection.transfer_candidates, builder=measure.builder, runner=measure.runner,
+        seed=options.seed,
+    )  # fmt: skip
+
+
+def _status_and_rows(
+    extracted: list[ms.ExtractedTask],
+    records: list[list[ms.database.TuningRecord]],
+    outcomes: list[TransferOutcome],
+) -> tuple[list[str], list[TaskRow]]:
+    """Per task its status (``tuned``, ``transferred-from-<task>`` or ``default``) and result row; a
+    transferred task's best latency is the transferred schedule's."""
+    by_name = {o.task: o for o in outcomes}
+    status, rows = [], []
+    for task, task_records in zip(extracted, records, strict=True):
+        outcome = by_name.get(task.task_name)
+        if outcome is not None and outcome.status == "transferred":
+            status.append(outcome.label)
+            rows.append(_task_row(task, task_records, outcome.seconds))
+            continue
+        status.append("tuned" if np.isfinite(best_seconds(task_records)) else "default")
+        rows.append(_task_row(task, task_records))
+    return status, rows

@@ -1,0 +1,122 @@
+"""Tuning one operator (a :class:`~tvm_transfer.workloads.Workload`) and reading back its best schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_transfer.builder import import_tensor_intrin_fast
+from tvm_transfer.target import as_target
+from tvm_transfer.tuning.session import (
+    TuneOptions,
+    best_seconds,
+    cost_model_name,
+    evolutionary_search,
+    meta_schedule_log_level,
+    open_database,
+    search_threads,
+    tune_contexts,
+)
+from tvm_transfer.workloads import Workload
+
+
+@dataclass
+class TuneResult:
+    """Outcome of a tuning run. Times in seconds; ``curve[i]`` is the best latency after trial ``i + 1``
+    of this run (``inf`` until the first success)."""
+
+    name: str
+    target: str
+    cost_model: str
+    flops: float
+    trials: int
+    new_trials: int
+    best_seconds: float
+    tuning_seconds: float
+    curve: list[float] = field(default_factory=list)
+    profile: dict[str, float] = field(default_factory=dict)
+    reference_seconds: float | None = None
+
+    @property
+    def gflops(self) -> float:
+        """Throughput of the best schedule, in GFLOP/s (0 when nothing was measured successfully)."""
+        return self.flops / self.best_seconds / 1e9 if np.isfinite(self.best_seconds) else 0.0
+
+    def table(self) -> str:
+        """A plain-text result table."""
+        rows = [
+            ("workload", self.name),
+            ("target", self.target),
+            ("cost model", self.cost_model),
+            ("trials (this run / total)", f"{self.new_trials} / {self.trials}"),
+            ("best latency", f"{self.best_seconds * 1e3:.4f} ms"),
+            ("throughput", f"{self.gflops:.1f} GFLOPS"),
+            ("tuning time (this run)", f"{self.tuning_seconds:.1f} s"),
+        ]
+        if self.reference_seconds:
+            ref_gflops = self.flops / self.reference_seconds / 1e9
+            rows.append(
+                ("PyTorch reference", f"{self.reference_seconds * 1e3:.4f} ms ({ref_gflops:.1f} GFLOPS)")
+            )
+            rows.append(("TVM speed / PyTorch", f"{self.reference_seconds / self.best_seconds:.2f}x"))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+@meta_schedule_log_level()
+def tune_workload(
+    workload: Workload,
+    work_dir: str | Path,
+    *,
+    cost_model: str | ms.CostModel = "xgboost",
+    target: tvm.target.Target | dict | None = None,
+    options: TuneOptions | None = None,
+    reference: bool = True,
+    search_strategy: ms.search_strategy.SearchStrategy | None = None,
+) -> TuneResult:
+    """Tune one operator with MetaSchedule and the given cost model (a name of ``COST_MODELS`` or an object).
+
+    ``reference`` also times the same operator in PyTorch on this machine for comparison.
+    ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
+    ``tvm_transfer.search_strategy.copula.CopulaSearch``).
+    """
+    options = options or TuneOptions()
+    target = as_target(target)
+    import_tensor_intrin_fast()  # TuneContext imports it, slowly unless done this way
+    context = ms.TuneContext(
+        mod=workload.ir_module(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=search_strategy or evolutionary_search(options),
+        task_name=workload.name,
+        rand_state=ms.utils.fork_seed(options.seed, 1)[0],
+        num_threads=search_threads(options),
+        logger=ms.logging.get_loggers_from_work_dir(str(work_dir), [workload.name])[0],
+    )
+    run = tune_contexts([context], [1.0], Path(work_dir), cost_model, options)
+    (records,) = run.records
+    return TuneResult(
+        name=workload.name,
+        target=str(target),
+        cost_model=cost_model_name(cost_model),
+        flops=workload.flops,
+        trials=len(records),
+        new_trials=len(run.latencies),
+        best_seconds=best_seconds(records),
+        tuning_seconds=run.seconds,
+        curve=list(np.minimum.accumulate(run.latencies)) if run.latencies else [],
+        profile=run.profile,
+        reference_seconds=workload.reference_seconds() if reference else None,
+    )
+
+
+def best_schedule(
+    workload: Workload, work_dir: str | Path, target: tvm.target.Target | dict | None = None
+) -> tvm.s_tir.Schedule | None:
+    """The best tuned schedule of ``workload`` in ``work_dir``'s database (``None`` if never measured)."""
+    mod = workload.ir_module()
+    return open_database(Path(work_dir)).query_schedule(mod, as_target(target), workload.name)
