@@ -12,7 +12,6 @@ from tvm_transfer.cost_model.base import (
     FORMAT_VERSION,
     CostModelFileError,
     LearnedCostModel,
-    normalised_throughput,
     runner_seconds,
     saved_model_class,
 )
@@ -117,7 +116,6 @@ __all__ = [
     "LearnedCostModel",
     "load_cost_model",
     "make_cost_model",
-    "normalised_throughput",
     "runner_seconds",
     "saved_model_class",
 ]
