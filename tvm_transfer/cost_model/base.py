@@ -44,6 +44,11 @@ class LearnedCostModel(PyCostModel):
 
     Not a MetaSchedule object itself: concrete subclasses are decorated with ``@derived_object``.
 
+    Outside a tuning run every model learns the same way: from a dataset frame (:meth:`fit_frame`,
+    :meth:`predict_frame`; the rows come from :meth:`frame_features`, which a model with its own inputs
+    overrides) or from feature matrices (:meth:`fit_features`, :meth:`update_features`,
+    :meth:`predict_features`). ``fit_*`` replaces what the model held, ``update*`` adds to it.
+
     Parameters
     ----------
     seed:
