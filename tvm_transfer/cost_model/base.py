@@ -208,8 +208,16 @@ class LearnedCostModel(PyCostModel):
     # ---- persistence -----------------------------------------------------------------------------------
     @classmethod
     def hyper_parameter_names(cls) -> tuple[str, ...]:
-        """Names of the constructor arguments, the hyper-parameters."""
-        return tuple(inspect.signature(cls.__init__).parameters)[1:]
+        """Names of the constructor arguments, the hyper-parameters: those of the nearest ``__init__`` in
+        the class hierarchy that names all its arguments (a subclass may pass ``**kwargs`` through)."""
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            parameters = list(inspect.signature(init).parameters.values())[1:]
+            if all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+                return tuple(p.name for p in parameters)
+        return ()
 
     def get_params(self) -> dict[str, Any]:
         """Constructor arguments (scikit-learn convention)."""
@@ -239,7 +247,7 @@ class LearnedCostModel(PyCostModel):
     def _keep_hyper_parameters(self, arguments: dict[str, Any]) -> None:
         """Check the constructor's ``arguments`` (its ``locals()``) against :attr:`choices` and keep its
         hyper-parameters as attributes, so that long signatures need not list each one again."""
-        params = {name: arguments[name] for name in self.hyper_parameter_names()}
+        params = {name: arguments[name] for name in self.hyper_parameter_names() if name in arguments}
         self._check_choices(params)
         for name, value in params.items():
             setattr(self, name, value)
