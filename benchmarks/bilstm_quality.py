@@ -43,7 +43,8 @@ from tenset_tools.metrics import evaluate_predictions
 from tenset_tools.prune import prune
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tenset_tools.split import by_task
-from tvm_transfer.cli.dataset import evaluate_model, parse_hyper_parameters, train_model
+from tvm_transfer.cli.dataset import parse_hyper_parameters
+from tvm_transfer.cost_model.training import evaluate_model, train_model
 
 BASELINES = ("xgboost", "lightgbm", "mlp")
 LOSSES = ("rmse", "lambdarank")

@@ -34,9 +34,9 @@ from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.cli.dataset import train_model
 from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
+from tvm_transfer.cost_model.training import train_model
 from tvm_transfer.features import candidate_trace_json, encode_trace
 from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target
@@ -77,7 +77,7 @@ def _throughput(models: dict, context, candidates, repeats: int) -> list[dict]:
         row = {"model": name, "candidates": n, "predict_seconds": total, "candidates_per_second": n / total}
         kernel = _median_seconds(lambda m=model: m._extractor.pooled(context, candidates), repeats)
         row["kernel_features_seconds"] = kernel
-        if hasattr(model, "frame_features"):  # the BiLSTM (possibly wrapped): split its time
+        if name == "bilstm":  # split its time
             row["trace_encoding_seconds"] = _median_seconds(
                 lambda: [encode_trace(candidate_trace_json(c)) for c in candidates], repeats
             )

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .frame import group_keys
+
 __all__ = [
     "average_peak_score",
     "best_latency_ratio",
@@ -139,7 +141,7 @@ def evaluate_predictions(frame: pd.DataFrame, preds: Sequence[float], ks: Sequen
     """
     labels = frame["norm_throughput"].to_numpy(dtype=np.float64)
     preds = np.asarray(preds, dtype=np.float64)
-    groups = frame.groupby(["task_id", "target_id"], sort=False).ngroup().to_numpy()
+    groups = group_keys(frame)
     result = {"rmse": rmse(labels, preds), "pairwise_accuracy": pairwise_accuracy(labels, preds, groups)}
     for k in ks:
         result[f"peak@{k}"] = average_peak_score(labels, preds, k, groups)

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from .frame import feature_matrix as model_features
+from .frame import group_keys, hardware_matrix
 from .metrics import pairwise_accuracy
 from .schema import add_normalised_throughput
 
@@ -98,8 +100,8 @@ def prune(
     dropped_low = int(low.sum())
     current = current[~low]
 
-    sizes = current.groupby(["task_id", "target_id"], sort=False)["task_id"].transform("size")
-    few = sizes < min_records
+    keys = pd.Series(group_keys(current), index=current.index)
+    few = keys.map(keys.value_counts()) < min_records
     dropped_few = int(few.sum())
     current = add_normalised_throughput(current[~few].reset_index(drop=True))
     report = PruneReport(
@@ -131,13 +133,11 @@ def feature_matrix(frame: pd.DataFrame, max_steps: int = 40, width: int | None =
     sequence features padded/cropped to ``max_steps`` rows of ``width`` values and flattened; the
     hardware features are appended either way. ``width`` defaults to the widest step row of the frame.
     """
-    hardware = np.stack(frame["hw_features"].to_numpy()).astype(np.float32)
-    kernel = frame["kernel_features"]
-    if kernel.notna().all():
-        return np.hstack([np.stack(kernel.to_numpy()).astype(np.float32), hardware])
+    if frame["kernel_features"].notna().all():
+        return model_features(frame)
     if width is None:
         width = max((len(s[0]) for s in frame["sequence_features"] if s is not None and len(s)), default=0)
-    return np.hstack([_sequence_block(frame["sequence_features"], max_steps, width), hardware])
+    return np.hstack([_sequence_block(frame["sequence_features"], max_steps, width), hardware_matrix(frame)])
 
 
 class Regressor(Protocol):
@@ -193,7 +193,7 @@ def compare_pruning(
         (len(s[0]) for s in full_train["sequence_features"] if s is not None and len(s)), default=None
     )
     test_x = feature_matrix(test, max_steps, width)
-    groups = test.groupby(["task_id", "target_id"], sort=False).ngroup().to_numpy()
+    groups = group_keys(test)
     labels = test["norm_throughput"].to_numpy()
     result = {}
     for name, train in (("full", full_train), ("pruned", pruned_train)):

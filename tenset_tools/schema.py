@@ -23,6 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .frame import group_keys, normalised_throughput, record_costs
+
 __all__ = [
     "CANDIDATE_KINDS",
     "COLUMNS",
@@ -389,11 +391,5 @@ def add_normalised_throughput(frame: pd.DataFrame) -> pd.DataFrame:
     each group gets 1.
     """
     result = frame.copy()
-    latency = result["latency"].to_numpy(dtype=np.float64)
-    usable = result["valid"].to_numpy(dtype=bool) & np.isfinite(latency) & (latency > 0)
-    usable_latency = pd.Series(np.where(usable, latency, np.inf), index=result.index)
-    best = usable_latency.groupby([result["task_id"], result["target_id"]], sort=False).transform("min")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        normalised = np.where(usable, best.to_numpy() / latency, 0.0)
-    result["norm_throughput"] = normalised
+    result["norm_throughput"] = normalised_throughput(record_costs(result), group_keys(result))
     return result

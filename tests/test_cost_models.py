@@ -158,4 +158,19 @@ def test_feature_matrix_api_errors():
         model.fit_features(np.zeros((2, 336)), [1.0, 0.5, 0.2], ["a", "a", "a"])
     model.fit_features(np.random.default_rng(0).random((8, 336)), np.linspace(0.1, 1, 8), ["a"] * 8)
     with pytest.raises(ValueError, match="width 10"):
-        model.fit_features(np.zeros((2, 10)), [1.0, 0.5], ["b", "b"])
+        model.update_features(np.zeros((2, 10)), [1.0, 0.5], ["b", "b"])
+
+
+def test_fit_replaces_update_accumulates_and_params_come_from_the_signature():
+    model = make_cost_model("xgboost", num_rounds=5)
+    rows = np.random.default_rng(0).random((8, 336))
+    model.fit_features(rows, np.linspace(0.1, 1, 8), ["a"] * 8)
+    model.fit_features(rows[:4], np.linspace(0.1, 1, 4), ["b"] * 4)
+    assert model.num_samples == 4
+    model.update_features(rows[4:], np.linspace(0.1, 1, 4), ["b"] * 4)
+    assert model.num_samples == 8
+    assert model.get_params()["num_rounds"] == 5
+    model.set_params(max_depth=3)
+    assert model.get_params()["max_depth"] == 3
+    with pytest.raises(ValueError, match=r"unknown XGBoostCostModel hyper-parameter\(s\) \['depth'\]"):
+        model.set_params(depth=3)

@@ -13,10 +13,11 @@ import pytest
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main
+from tenset_tools.frame import feature_matrix
 from tenset_tools.metrics import pairwise_accuracy
 from tenset_tools.schema import SCHEMA_VERSION, read_dataset, read_metadata, records_to_table, table_to_frame
 from tenset_tools.split import split
-from tvm_transfer.cli.dataset import dataset_features, evaluate_model, train_model
+from tvm_transfer.cost_model.training import evaluate_model, train_model
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def test_records_without_kernel_features_are_refused(capsys):
         "latencies": [1.0], "latency": 1.0, "source": "test",
     }  # fmt: skip
     with pytest.raises(ValueError, match="no kernel_features"):
-        dataset_features(table_to_frame(records_to_table([record])))
+        feature_matrix(table_to_frame(records_to_table([record])))
     assert main(["train", "missing.parquet", "-o", "m.bin"]) == 1
     assert "missing.parquet" in capsys.readouterr().err
 

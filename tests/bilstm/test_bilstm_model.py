@@ -13,7 +13,6 @@ from tenset_tools.metrics import evaluate_predictions, pairwise_accuracy
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 from tvm_transfer.cost_model.bilstm import inputs as bilstm_data
-from tvm_transfer.cost_model.bilstm.model import _scaled_kernel
 
 
 def _groups(frame):
@@ -166,7 +165,7 @@ def test_quantile_kernel_scaling_is_kept_with_the_model(task_split, tmp_path):
     settings = {**TINY, "epochs": 3, "seed": 0}
     model = BiLSTMCostModel(kernel_scaling="quantile", **settings).pretrain(_sample(train, 200))
     x = model.frame_features(test)
-    scaled = _scaled_kernel(bilstm_data.unpack(x)[0], model._stats)
+    scaled = bilstm_data.scaled_kernel(bilstm_data.unpack(x)[0], model._stats)
     assert np.abs(scaled).max() <= 1.0 and scaled.std() > 0.1  # rows outside the training range clip
     saved = tmp_path / "quantile.zip"
     model.save(str(saved))

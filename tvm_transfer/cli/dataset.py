@@ -23,69 +23,14 @@ from tenset_tools.cli import add_split_options, markdown_table, split_options
 
 __all__ = [
     "TRAINABLE",
-    "dataset_features",
-    "evaluate_model",
-    "fine_tune_model",
     "register_collect",
     "register_eval",
     "register_store_features",
     "register_train",
-    "train_model",
 ]
 
 #: Cost models ``train`` can fit (ours: they take feature matrices and save themselves).
 TRAINABLE = ("xgboost", "lightgbm", "mlp", "bilstm")
-
-
-# The Python API behind train/eval --------------------------------------------------------------------
-
-
-def dataset_features(frame, use_hardware_features: bool = True):
-    """The feature matrix a :class:`~tvm_transfer.cost_model.LearnedCostModel` learns from, taken from a
-    schema frame: ``kernel_features`` (pooled per-store), then ``hw_features`` when asked for."""
-    import numpy as np
-
-    if frame["kernel_features"].isna().any():
-        raise ValueError(
-            f"{int(frame['kernel_features'].isna().sum())} of {len(frame)} records have no kernel_features "
-            "(Ansor/TenSet conversions have none: their per-store features need the removed auto_scheduler); "
-            "train on a MetaSchedule dataset (tenset-tools collect, or convert of a MetaSchedule work dir)"
-        )
-    kernel = np.stack(frame["kernel_features"].to_numpy()).astype(np.float32)
-    if not use_hardware_features:
-        return kernel
-    return np.hstack([kernel, np.stack(frame["hw_features"].to_numpy()).astype(np.float32)])
-
-
-def _groups(frame):
-    return (frame["task_id"] + "/" + frame["target_id"]).to_numpy()
-
-
-def train_model(frame, model: str = "xgboost", seed: int = 0, **params):
-    """Fit cost model ``model`` (a name of :data:`TRAINABLE`) on a frame with ``norm_throughput`` filled.
-
-    ``params`` are further constructor arguments. The BiLSTM is pretrained on the frame
-    (``BiLSTMCostModel.pretrain``), so the result can be fine-tuned later."""
-    from tvm_transfer.cost_model import make_cost_model
-
-    if model not in TRAINABLE:
-        raise ValueError(f"cannot train {model!r} on a dataset; choose one of {', '.join(TRAINABLE)}")
-    cost_model = make_cost_model(model, seed=seed, **params)
-    if model == "bilstm":
-        return cost_model.pretrain(frame)
-    features = dataset_features(frame, cost_model.use_hardware_features)
-    return cost_model.fit_features(features, frame["norm_throughput"].to_numpy(), _groups(frame))
-
-
-def evaluate_model(cost_model, frame, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
-    """TenSet's metrics (:func:`tenset_tools.metrics.evaluate_predictions`) of a fitted model on a frame."""
-    from tenset_tools.metrics import evaluate_predictions
-
-    if hasattr(cost_model, "frame_features"):  # models with their own inputs (the BiLSTM's sequences)
-        preds = cost_model.predict_features(cost_model.frame_features(frame))
-    else:
-        preds = cost_model.predict_features(dataset_features(frame, cost_model.use_hardware_features))
-    return evaluate_predictions(frame, preds, ks)
 
 
 def _read_split(args: argparse.Namespace):
@@ -132,27 +77,15 @@ def parse_hyper_parameters(pairs: list[str] | None) -> dict:
     return params
 
 
-def fine_tune_model(pretrained: str | Path, frame, mode: str = "full", tasks=None, **params):
-    """Load a pretrained BiLSTM file and fine-tune it on ``frame`` (``BiLSTMCostModel.fine_tune``)."""
-    from tvm_transfer.cost_model import load_cost_model
-
-    cost_model = load_cost_model(pretrained)
-    if not getattr(cost_model, "pretrained", False):
-        raise ValueError(
-            f"{pretrained} holds a {type(cost_model).__name__} without a pretrained base; only BiLSTM models "
-            "saved by `tenset-tools train --model bilstm` can be fine-tuned"
-        )
-    cost_model.set_params(**params)
-    return cost_model.fine_tune(frame, mode=mode, tasks=tasks)
-
-
 def _run_train(args: argparse.Namespace) -> int:
+    from tvm_transfer.cost_model.training import evaluate_model, few_records, fine_tune_model, train_model
+
     train, test = _read_split(args)
     params = parse_hyper_parameters(args.set)
     start = time.perf_counter()
     if args.pretrained:
         if args.records_per_task:
-            train = _few_records(train, args.records_per_task, args.seed)
+            train = few_records(train, args.records_per_task, args.seed)
         tasks = args.tasks.split(",") if args.tasks else None
         cost_model = fine_tune_model(args.pretrained, train, args.fine_tune_mode, tasks, **params)
     else:
@@ -167,15 +100,6 @@ def _run_train(args: argparse.Namespace) -> int:
         rows += [(f"test {name}", value) for name, value in evaluate_model(cost_model, test).items()]
     print(markdown_table(rows))
     return 0
-
-
-def _few_records(frame, per_group: int, seed: int):
-    """At most ``per_group`` seeded random records of every (task, target) group, renormalised."""
-    from tenset_tools.schema import add_normalised_throughput
-
-    shuffled = frame.sample(frac=1.0, random_state=seed)
-    few = shuffled.groupby(["task_id", "target_id"], sort=False).head(per_group)
-    return add_normalised_throughput(few.sort_index().reset_index(drop=True))
 
 
 def register_train(subparsers: argparse._SubParsersAction) -> None:
@@ -227,6 +151,7 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from tvm_transfer.cost_model import load_cost_model
+    from tvm_transfer.cost_model.training import evaluate_model
 
     cost_model = load_cost_model(args.model)
     _, test = _read_split(args)

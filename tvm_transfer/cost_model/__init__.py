@@ -12,7 +12,6 @@ from tvm_transfer.cost_model.base import (
     FORMAT_VERSION,
     CostModelFileError,
     LearnedCostModel,
-    normalised_throughput,
     saved_model_class,
 )
 
@@ -116,6 +115,5 @@ __all__ = [
     "LearnedCostModel",
     "load_cost_model",
     "make_cost_model",
-    "normalised_throughput",
     "saved_model_class",
 ]

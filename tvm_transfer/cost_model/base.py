@@ -4,20 +4,26 @@ A model sees each candidate as one feature row (pooled kernel features + the tar
 learns the *normalised throughput* of each measured candidate (best latency of its workload / its latency,
 so 1.0 is the best seen and failures are 0), and predicts a score where higher is better, as MetaSchedule
 expects. Subclasses only supply the estimator: ``_fit``, ``_predict`` and the (de)serialisation of its state.
+
+The constructor arguments are the hyper-parameters (scikit-learn convention): :meth:`get_params` reads them
+from the constructor's signature, :meth:`set_params` changes them, and a saved model stores them.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
+from tenset_tools.frame import feature_matrix, group_keys, normalised_throughput, throughput_labels
 from tvm_transfer.common.archive import CostModelFileError, read_archive, write_archive
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
 from tvm_transfer.runner import runner_seconds
@@ -27,22 +33,15 @@ FORMAT_VERSION = 2
 _FORMAT_NAME = "tvm-transfer-cost-model"
 
 
-def normalised_throughput(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Per group, best finite cost / cost (in (0, 1]); 0 for failed (``inf``) measurements."""
-    y = np.zeros(len(costs), dtype=np.float64)
-    for group in np.unique(groups):
-        mask = groups == group
-        finite = np.isfinite(costs[mask])
-        if finite.any():
-            best = costs[mask][finite].min()
-            y[mask] = np.where(np.isfinite(costs[mask]), best / costs[mask], 0.0)
-    return y
-
-
 class LearnedCostModel(PyCostModel):
     """Base of our cost models: collects measurements, normalises them per workload, refits an estimator.
 
     Not a MetaSchedule object itself: concrete subclasses are decorated with ``@derived_object``.
+
+    Outside a tuning run every model learns the same way: from a dataset frame (:meth:`fit_frame`,
+    :meth:`predict_frame`; the rows come from :meth:`frame_features`, which a model with its own inputs
+    overrides) or from feature matrices (:meth:`fit_features`, :meth:`update_features`,
+    :meth:`predict_features`). ``fit_*`` replaces what the model held, ``update*`` adds to it.
 
     Parameters
     ----------
@@ -53,8 +52,10 @@ class LearnedCostModel(PyCostModel):
         from records of several targets.
     """
 
-    #: Names of the constructor arguments (the hyper-parameters saved with the model).
-    hyper_parameters: ClassVar[tuple[str, ...]] = ("seed", "use_hardware_features")
+    #: Hyper-parameters that take one of a fixed set of values: name -> the allowed values.
+    choices: ClassVar[dict[str, tuple]] = {}
+    #: Hyper-parameters a fitted model cannot change (its fitted state was shaped by them).
+    fixed_once_fitted: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, seed: int = 0, use_hardware_features: bool = True) -> None:
         super().__init__()
@@ -123,7 +124,7 @@ class LearnedCostModel(PyCostModel):
     def fit_features(
         self, features: np.ndarray, targets: Sequence[float], groups: Sequence
     ) -> LearnedCostModel:
-        """Add rows given as a feature matrix and refit on everything the model holds (scikit-learn-like).
+        """Fit on rows given as a feature matrix, forgetting what the model held (scikit-learn ``fit``).
 
         ``features`` has the columns of :meth:`features` (pooled kernel features, then the 8 hardware
         features when ``use_hardware_features``); ``targets`` are normalised throughputs (1 = best of its
@@ -131,12 +132,37 @@ class LearnedCostModel(PyCostModel):
         kept like measurements (as relative costs 1/target, renormalised per group), so :meth:`save`
         stores them and later :meth:`update` calls (tuning after pre-training) train on them too.
         """
+        self._forget()
+        return self.update_features(features, targets, groups)
+
+    def update_features(
+        self, features: np.ndarray, targets: Sequence[float], groups: Sequence
+    ) -> LearnedCostModel:
+        """Add rows given as a feature matrix (as :meth:`fit_features`) to those the model holds and refit
+        on all of them."""
         targets = np.asarray(targets, dtype=np.float64)
         with np.errstate(divide="ignore"):
             costs = np.where(targets > 0, 1.0 / np.maximum(targets, 1e-300), np.inf)
         self._add(np.asarray(features, dtype=np.float32), list(costs), [str(g) for g in groups])
         self.refit()
-        return self
+        return self._public()
+
+    def frame_features(self, frame: pd.DataFrame) -> np.ndarray:
+        """The feature rows of a schema frame's records (the columns of :meth:`features`)."""
+        return feature_matrix(frame, self.use_hardware_features)
+
+    def fit_frame(self, frame: pd.DataFrame) -> LearnedCostModel:
+        """Fit on a schema frame's records (labels: their normalised throughput), forgetting earlier data."""
+        return self.fit_features(self.frame_features(frame), throughput_labels(frame), group_keys(frame))
+
+    def predict_frame(self, frame: pd.DataFrame) -> np.ndarray:
+        """Predicted normalised throughput of a schema frame's records."""
+        return self.predict_features(self.frame_features(frame))
+
+    def _forget(self) -> None:
+        """Drop the rows held and the fitted state (the start of every ``fit``)."""
+        self._features, self._costs, self._groups = [], [], []
+        self._fitted = False
 
     def predict_features(self, features: np.ndarray) -> np.ndarray:
         """Predicted normalised throughput of feature rows (the columns of :meth:`features`)."""
@@ -174,9 +200,64 @@ class LearnedCostModel(PyCostModel):
         return self.predict_features(self.features(context, candidates))
 
     # ---- persistence -----------------------------------------------------------------------------------
+    @classmethod
+    def hyper_parameter_names(cls) -> tuple[str, ...]:
+        """Names of the constructor arguments, the hyper-parameters: those of the nearest ``__init__`` in
+        the class hierarchy that names all its arguments (a subclass may pass ``**kwargs`` through)."""
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            parameters = list(inspect.signature(init).parameters.values())[1:]
+            if all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+                return tuple(p.name for p in parameters)
+        return ()
+
     def get_params(self) -> dict[str, Any]:
         """Constructor arguments (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self.hyper_parameters}
+        return {name: getattr(self, name) for name in self.hyper_parameter_names()}
+
+    def set_params(self, **params: Any) -> LearnedCostModel:
+        """Change hyper-parameters (scikit-learn convention), e.g. ``fine_tune_mode`` of a loaded BiLSTM;
+        those of :attr:`fixed_once_fitted` only while the model is not fitted."""
+        known = self.hyper_parameter_names()
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ValueError(
+                f"unknown {type(self).__name__} hyper-parameter(s) {unknown}; known: {list(known)}"
+            )
+        fixed = sorted(
+            name
+            for name in self.fixed_once_fitted
+            if name in params and self._fitted and params[name] != getattr(self, name)
+        )
+        if fixed:
+            raise ValueError(f"cannot change {fixed} of a fitted model (its weights were fitted with them)")
+        self._check_choices(params)
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self._public()
+
+    def _keep_hyper_parameters(self, arguments: dict[str, Any]) -> None:
+        """Check the constructor's ``arguments`` (its ``locals()``) against :attr:`choices` and keep its
+        hyper-parameters as attributes, so that long signatures need not list each one again."""
+        params = {name: arguments[name] for name in self.hyper_parameter_names() if name in arguments}
+        self._check_choices(params)
+        for name, value in params.items():
+            setattr(self, name, value)
+
+    def _check_choices(self, params: dict[str, Any]) -> None:
+        """Raise ``ValueError`` naming the first of ``params`` outside its :attr:`choices`."""
+        for name, allowed in self.choices.items():
+            if name in params and params[name] not in allowed:
+                raise ValueError(f"unknown {name} {params[name]!r}; choose one of {', '.join(allowed)}")
+
+    def _public(self) -> LearnedCostModel:
+        # Under @derived_object, methods run on the inner Python object; hand back the MetaSchedule
+        # object that wraps it, so that e.g. `model.fit_frame(frame)` can go straight into ms.tune_tir.
+        outer = getattr(self, "_outer", None)
+        wrapper = outer() if outer is not None else None
+        return wrapper if wrapper is not None else self
 
     def save(self, path: str | Path) -> None:
         """Write the model, its hyper-parameters and its training data to one archive at ``path``."""

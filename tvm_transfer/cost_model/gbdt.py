@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import lightgbm
 import numpy as np
 import xgboost
@@ -22,11 +20,6 @@ class XGBoostCostModel(LearnedCostModel):
     num_rounds, max_depth, learning_rate, min_child_weight, subsample:
         The booster's hyper-parameters (XGBoost's names).
     """
-
-    hyper_parameters: ClassVar[tuple[str, ...]] = (
-        *LearnedCostModel.hyper_parameters,
-        "num_rounds", "max_depth", "learning_rate", "min_child_weight", "subsample",
-    )  # fmt: skip
 
     def __init__(
         self,
@@ -75,11 +68,6 @@ class LightGBMCostModel(LearnedCostModel):
     ``min_data_in_leaf`` defaults to 2 rather than LightGBM's 20: a tuning run starts from a few dozen
     measurements, and with 20 the first trees would have a single leaf.
     """
-
-    hyper_parameters: ClassVar[tuple[str, ...]] = (
-        *LearnedCostModel.hyper_parameters,
-        "num_rounds", "num_leaves", "learning_rate", "min_data_in_leaf", "feature_fraction",
-    )  # fmt: skip
 
     def __init__(
         self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -34,11 +33,6 @@ class MLPCostModel(LearnedCostModel):
     epochs, learning_rate, weight_decay:
         Adam training schedule.
     """
-
-    hyper_parameters: ClassVar[tuple[str, ...]] = (
-        *LearnedCostModel.hyper_parameters,
-        "hidden", "layers", "epochs", "learning_rate", "weight_decay",
-    )  # fmt: skip
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Attention BiLSTM transfer cost model (after Verma et al., "Transfer Learning Across Heterogeneous
 Features For Efficient Tensor Program Generation", ExHET 2023, arXiv 2304.05430).
 
-The network reads a candidate as
+The network (:mod:`.network`) reads a candidate (its inputs: :mod:`.inputs`) as
 
 - its **schedule trace** (one :data:`~tenset_tools.features.TRACE_ROW_WIDTH`-float row per instruction,
   :func:`tenset_tools.features.encode_trace`) through a bidirectional LSTM (3 layers by default) whose
@@ -19,7 +19,7 @@ and regresses the normalised throughput (or ranks within a task with LambdaRank)
 The trace states the scheduling decisions in order (tile factors, loop order, annotations), which is what
 the LSTM is for; the per-store rows describe the program they produced, store by store, which the pooled
 vector (sum and max over stores) summarises but mixes across stores. While tuning, the per-store rows come
-with the extraction every model here pays for; encoding a trace costs ~0.5 ms per candidate.
+with the extraction every model here pays for; encoding a trace is cheap next to it.
 
 Transfer: :meth:`BiLSTMCostModel.pretrain` fits on source datasets and remembers those weights as the
 *base*; every later fit (:meth:`~BiLSTMCostModel.fine_tune` on target records, or MetaSchedule's
@@ -40,249 +40,47 @@ model's ``fine_tune_mode``:
 
 While tuning, every ``update`` also fits an **online residual**: a small XGBoost model on the network's
 residuals on the measurements of the workload being tuned only (``online_rounds``; 0 turns it off), added
-to the scores of that workload's candidates. Without it the network, re-adapted from the base on ~200
-target rows of which the run's own are a few, only shifted its level for the task and kept its ranking:
-the search exploited the same mis-ranked neighbourhood for the whole run (flat best-latency curves,
-``docs/bilstm.md``).
+to the scores of that workload's candidates. Without it the network, re-adapted from the base on a few
+hundred target rows of which the run's own are a few, only shifted its level for the task and kept its
+ranking: the search exploited the same mis-ranked neighbourhood for the whole run (flat best-latency
+curves, ``docs/bilstm.md``).
+
+This module runs past 400 lines for its documentation only: the docstrings of the module and of
+:class:`BiLSTMCostModel` (the transfer modes, the hyper-parameters) take a third of it; the network,
+its inputs and its training loop live in :mod:`.network`, :mod:`.inputs` and :mod:`.training`.
 """
 
 from __future__ import annotations
 
 import copy
 import io
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from tvm_transfer.cost_model.base import LearnedCostModel, normalised_throughput
+from tenset_tools.frame import group_keys, normalised_throughput, throughput_labels
+from tvm_transfer.cost_model.base import LearnedCostModel
 from tvm_transfer.cost_model.bilstm import inputs as data
+from tvm_transfer.cost_model.bilstm.network import BiLSTMNet
+from tvm_transfer.cost_model.bilstm.training import LOSSES, predict_network, train_network
 from tvm_transfer.features import (
     PER_STORE_WIDTH,
-    TRACE_ROW_WIDTH,
     candidate_trace_json,
     encode_trace,
     hardware_features,
     pool_per_store,
 )
 
-__all__ = ["FINE_TUNE_MODES", "KERNEL_SCALINGS", "LOSSES", "BiLSTMCostModel", "BiLSTMNet"]
+__all__ = ["FINE_TUNE_MODES", "KERNEL_SCALINGS", "BiLSTMCostModel"]
 
 FINE_TUNE_MODES = ("full", "head", "task", "plus")
-LOSSES = ("rmse", "lambdarank")
 KERNEL_SCALINGS = ("standard", "quantile")
-#: Quantiles per kernel feature kept by ``kernel_scaling="quantile"``.
-_QUANTILES = 65
-#: Hyper-parameters that take one of a fixed set of values.
-_CHOICES = {"loss": LOSSES, "fine_tune_mode": FINE_TUNE_MODES, "kernel_scaling": KERNEL_SCALINGS}
-
-
-#: Constructor arguments that shape the network or its inputs: fixed once a model is fitted.
-_ARCHITECTURE = (
-    "hidden", "lstm_layers", "heads", "task_dim", "max_sequence", "kernel_scaling", "store_sequence",
-)  # fmt: skip
-
-
-def _check_choices(params: dict) -> None:
-    """Raise ``ValueError`` naming the first of ``params`` outside its :data:`_CHOICES`."""
-    for name, allowed in _CHOICES.items():
-        if name in params and params[name] not in allowed:
-            raise ValueError(f"unknown {name} {params[name]!r}; choose one of {', '.join(allowed)}")
-
-
-def _signed_log(x: np.ndarray) -> np.ndarray:
-    # Kernel features span 0..1e9 (byte and FLOP counts): compress them before standardising.
-    return np.sign(x) * np.log1p(np.abs(x))
-
-
-class _AttentionLSTM(nn.Module):
-    """A bidirectional LSTM over a sequence of feature rows, pooled by multi-head attention (a learned
-    query over the valid steps): the encoder of the trace and of the per-store rows."""
-
-    def __init__(self, width: int, hidden: int, layers: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.step = nn.Sequential(nn.Linear(width, hidden), nn.ReLU())
-        self.lstm = nn.LSTM(
-            hidden,
-            hidden,
-            num_layers=layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if layers > 1 else 0.0,
-        )
-        self.query = nn.Parameter(torch.randn(1, 1, 2 * hidden) * 0.1)
-        self.attention = nn.MultiheadAttention(2 * hidden, heads, batch_first=True)
-
-    def forward(self, lengths: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``(n, 2 * hidden)`` pooled encodings of ``rows`` ``(n, steps, width)``, of which the first
-        ``lengths`` are valid (an empty sequence reads one zero row)."""
-        # Padded, not packed: the CPU LSTM runs ~3x faster on a dense batch. Padding only touches the
-        # backward direction's first steps, and the attention never looks at padded positions.
-        encoded, _ = self.lstm(self.step(rows))
-        padding = torch.arange(rows.shape[1])[None, :] >= lengths.clamp(min=1)[:, None]
-        query = self.query.expand(len(encoded), -1, -1)
-        pooled, _ = self.attention(query, encoded, encoded, key_padding_mask=padding, need_weights=False)
-        return pooled[:, 0]
-
-
-class BiLSTMNet(nn.Module):
-    """The network: trace encoder, per-store encoder (optional), kernel encoder, task embedding, hardware
-    input, regression head."""
-
-    def __init__(
-        self,
-        hidden: int,
-        lstm_layers: int,
-        heads: int,
-        task_dim: int,
-        dropout: float,
-        hardware: bool,
-        stores: bool = False,
-    ) -> None:
-        super().__init__()
-        if (2 * hidden) % heads:
-            raise ValueError(f"2 * hidden ({2 * hidden}) must be divisible by heads ({heads})")
-        self.use_hardware = hardware
-        self.trace = _AttentionLSTM(TRACE_ROW_WIDTH, hidden, lstm_layers, heads, dropout)
-        self.kernel = nn.Sequential(nn.Linear(data.POOLED_WIDTH, hidden), nn.ReLU())
-        self.task = nn.Sequential(nn.Linear(data.TASK_WIDTH, task_dim), nn.ReLU())
-        self.stores = _AttentionLSTM(PER_STORE_WIDTH, hidden, 1, heads, 0.0) if stores else None
-        joined = 2 * hidden + hidden + task_dim + data.HW_WIDTH + (2 * hidden if stores else 0)
-        self.head = nn.Sequential(
-            nn.Linear(joined, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
-        )
-
-    def forward(self, kernel, hardware, task, lengths, sequences, store_counts, stores) -> torch.Tensor:
-        if not self.use_hardware:
-            hardware = torch.zeros_like(hardware)
-        parts = [self.trace(lengths, sequences), self.kernel(kernel), self.task(task), hardware]
-        if self.stores is not None:
-            parts.append(self.stores(store_counts, stores))
-        return self.head(torch.cat(parts, dim=1)).squeeze(1)
-
-
-class _Inputs:
-    """Standardised tensors of packed rows (the statistics are the model's, fixed at (pre)training)."""
-
-    def __init__(self, rows: np.ndarray, stats: dict[str, np.ndarray]) -> None:
-        kernel, hardware, task, lengths, sequences = data.unpack(rows)
-        longest = _bucket(int(lengths.max(initial=0)))
-        self.kernel = torch.from_numpy(_scaled_kernel(kernel, stats))
-        self.hardware = torch.from_numpy(
-            ((np.log2(1 + np.abs(hardware)) - stats["h_mean"]) / stats["h_scale"]).astype(np.float32)
-        )
-        self.task = torch.from_numpy(((task - stats["t_mean"]) / stats["t_scale"]).astype(np.float32))
-        self.lengths = torch.from_numpy(lengths)
-        counts, stores = data.unpack_stores(rows)
-        self.store_counts = torch.from_numpy(counts)
-        self.stores = torch.from_numpy(_scaled_stores(stores, stats))
-        if sequences.shape[1] < longest:  # keep whole buckets
-            sequences = np.pad(sequences, ((0, 0), (0, longest - sequences.shape[1]), (0, 0)))
-        self.sequences = torch.from_numpy(np.ascontiguousarray(sequences[:, :longest]))
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def batch(self, index) -> tuple[torch.Tensor, ...]:
-        """Rows ``index``, their sequences padded to the :func:`_bucket` of the longest."""
-        index = torch.as_tensor(index)
-        lengths = self.lengths[index]
-        longest = min(self.sequences.shape[1], _bucket(int(lengths.max())))
-        return (
-            self.kernel[index],
-            self.hardware[index],
-            self.task[index],
-            lengths,
-            self.sequences[index, :longest],
-            self.store_counts[index],
-            self.stores[index],
-        )
-
-
-#: Sequences are padded to a multiple of this many steps: a candidate's score then depends on its own
-#: length only, not on the other candidates of its prediction batch.
-_BUCKET = 16
-
-
-def _bucket(length: int) -> int:
-    return max(1, math.ceil(length / _BUCKET)) * _BUCKET
-
-
-def _scaled(values: np.ndarray, stats: dict[str, np.ndarray], prefix: str) -> np.ndarray:
-    """Signed-log features, standardised, or mapped to [-1, 1] through the training quantiles when the
-    statistics hold them (``kernel_scaling="quantile"``; values outside the training range clip).
-    ``prefix`` picks the statistics: ``"k"`` the pooled kernel features, ``"s"`` the per-store rows."""
-    values = _signed_log(values)
-    quantile_table = stats.get(f"{prefix}_quantiles")
-    if quantile_table is None:
-        return ((values - stats[f"{prefix}_mean"]) / stats[f"{prefix}_scale"]).astype(np.float32)
-    grid = np.linspace(-1.0, 1.0, len(quantile_table))
-    scaled = np.empty(values.shape, dtype=np.float32)
-    for j, quantiles in enumerate(quantile_table.T):
-        scaled[..., j] = np.interp(values[..., j], quantiles, grid)
-    return scaled
-
-
-def _scaled_kernel(kernel: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
-    """The pooled kernel features as the network reads them (:func:`_scaled`)."""
-    return _scaled(kernel, stats, "k")
-
-
-def _scaled_stores(stores: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
-    """The per-store rows as the network reads them (:func:`_scaled`); zeros for a model without them."""
-    if "s_mean" not in stats:
-        return np.zeros(stores.shape, dtype=np.float32)
-    return _scaled(stores, stats, "s")
-
-
-def _feature_statistics(values: np.ndarray, prefix: str, kernel_scaling: str) -> dict[str, np.ndarray]:
-    """Mean, scale (floored) and, for ``kernel_scaling="quantile"``, the quantiles of signed-log features."""
-    values = _signed_log(values)
-    stats = {f"{prefix}_mean": values.mean(0), f"{prefix}_scale": np.maximum(values.std(0), 0.1)}
-    if kernel_scaling == "quantile":
-        # Heavy-tailed byte and FLOP counts: ranks carry the order the trees split on, not the scale.
-        stats[f"{prefix}_quantiles"] = np.quantile(values, np.linspace(0.0, 1.0, _QUANTILES), axis=0)
-    return stats
-
-
-def _statistics(rows: np.ndarray, kernel_scaling: str = "standard") -> dict[str, np.ndarray]:
-    counts, stores = data.unpack_stores(rows)
-    present = stores[np.arange(data.MAX_STORES)[None, :] < counts[:, None]]
-    kernel, hardware, task, _, _ = data.unpack(rows)
-    hardware = np.log2(1 + np.abs(hardware))
-    # Floors on the scales: a feature (nearly) constant in the training data, e.g. the hardware vector when
-    # pretraining on one target, must not turn a new target's values into inputs in the thousands.
-    return {
-        **_feature_statistics(kernel, "k", kernel_scaling),
-        # Standardised whatever kernel_scaling says: quantile-mapped store rows ranked worse (dev splits).
-        **(_feature_statistics(present, "s", "standard") if len(present) else {}),
-        "h_mean": hardware.mean(0), "h_scale": np.maximum(hardware.std(0), 1.0),
-        "t_mean": task.mean(0), "t_scale": np.maximum(task.std(0), 0.1),
-    }  # fmt: skip
-
-
-def _lambdarank_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """LambdaRank loss of one group: pairwise logistic loss, each pair weighted by |delta NDCG| of
-    swapping it (gains = normalised throughput, discounts by the current predicted ranks)."""
-    n = len(scores)
-    if n < 2:
-        return scores.sum() * 0.0
-    ranks = torch.empty(n)
-    ranks[torch.argsort(scores.detach(), descending=True)] = torch.arange(1, n + 1, dtype=torch.float32)
-    discount = 1.0 / torch.log2(1.0 + ranks)
-    ideal = (torch.sort(labels, descending=True).values / torch.log2(torch.arange(2, n + 2).float())).sum()
-    delta = (labels[:, None] - labels[None, :]).abs() * (discount[:, None] - discount[None, :]).abs()
-    delta = delta / ideal.clamp(min=1e-9)
-    better = (labels[:, None] > labels[None, :]).float()
-    pair_loss = nn.functional.softplus(-(scores[:, None] - scores[None, :]))
-    return (better * delta * pair_loss).sum() / better.sum().clamp(min=1.0)
 
 
 @derived_object
@@ -333,12 +131,12 @@ class BiLSTMCostModel(LearnedCostModel):
         Torch intra-op threads while training and predicting (0: leave torch's setting alone).
     """
 
-    hyper_parameters: ClassVar[tuple[str, ...]] = (
-        *LearnedCostModel.hyper_parameters,
-        "hidden", "lstm_layers", "heads", "task_dim", "dropout", "loss", "epochs", "batch_size",
-        "learning_rate", "weight_decay", "patience", "validation_fraction", "fine_tune_mode",
-        "fine_tune_epochs", "fine_tune_learning_rate", "residual_rounds", "online_rounds", "online_growth",
-        "kernel_scaling", "store_sequence", "max_sequence", "threads",
+    choices: ClassVar[dict[str, tuple]] = {
+        "loss": LOSSES, "fine_tune_mode": FINE_TUNE_MODES, "kernel_scaling": KERNEL_SCALINGS,
+    }  # fmt: skip
+    #: The arguments that shape the network or its inputs.
+    fixed_once_fitted: ClassVar[tuple[str, ...]] = (
+        "hidden", "lstm_layers", "heads", "task_dim", "max_sequence", "kernel_scaling", "store_sequence",
     )  # fmt: skip
 
     def __init__(
@@ -370,17 +168,7 @@ class BiLSTMCostModel(LearnedCostModel):
         use_hardware_features: bool = True,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
-        _check_choices({"loss": loss, "fine_tune_mode": fine_tune_mode, "kernel_scaling": kernel_scaling})
-        self.hidden, self.lstm_layers, self.heads = hidden, lstm_layers, heads
-        self.task_dim, self.dropout, self.loss = task_dim, dropout, loss
-        self.epochs, self.batch_size = epochs, batch_size
-        self.learning_rate, self.weight_decay = learning_rate, weight_decay
-        self.patience, self.validation_fraction = patience, validation_fraction
-        self.fine_tune_mode, self.fine_tune_epochs = fine_tune_mode, fine_tune_epochs
-        self.fine_tune_learning_rate, self.residual_rounds = fine_tune_learning_rate, residual_rounds
-        self.online_rounds, self.online_growth = online_rounds, online_growth
-        self.kernel_scaling, self.max_sequence, self.threads = kernel_scaling, max_sequence, threads
-        self.store_sequence = store_sequence
+        self._keep_hyper_parameters(locals())
         self._net: BiLSTMNet | None = None
         self._stats: dict[str, np.ndarray] | None = None
         self._base_state: dict | None = None  # pretrained weights every fine-tuning starts from
@@ -392,33 +180,10 @@ class BiLSTMCostModel(LearnedCostModel):
         self._task_cache: dict[str, np.ndarray] = {}
         self.last_fit: dict[str, float] = {}
 
-    def set_params(self, **params) -> BiLSTMCostModel:
-        """Change hyper-parameters (scikit-learn convention), e.g. ``fine_tune_mode`` of a loaded model.
-        The architecture and inputs of a fitted model (``_ARCHITECTURE``: ``hidden``, ``lstm_layers``,
-        ``heads``, ``task_dim``, ``max_sequence``, ``kernel_scaling``, ``store_sequence``) cannot change."""
-        unknown = sorted(set(params) - set(self.hyper_parameters))
-        if unknown:
-            raise ValueError(
-                f"unknown BiLSTM hyper-parameter(s) {unknown}; known: {list(self.hyper_parameters)}"
-            )
-        fixed = sorted(
-            name
-            for name in _ARCHITECTURE
-            if name in params and self._net is not None and params[name] != getattr(self, name)
-        )
-        if fixed:
-            raise ValueError(f"cannot change {fixed} of a fitted model (its weights were fitted with them)")
-        _check_choices(params)
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self._public()
-
-    def _public(self) -> BiLSTMCostModel:
-        # Under @derived_object, methods run on the inner Python object; hand back the MetaSchedule
-        # object that wraps it, so that `model.pretrain(frame)` can go straight into ms.tune_tir.
-        outer = getattr(self, "_outer", None)
-        wrapper = outer() if outer is not None else None
-        return wrapper if wrapper is not None else self
+    def _forget(self) -> None:
+        super()._forget()
+        self._base_state, self._pretrain_rows, self._residual = None, 0, None
+        self._adapted_on = {}
 
     # ---- inputs ----------------------------------------------------------------------------------------
     def _task_of(self, context: ms.TuneContext, candidate: ms.MeasureCandidate) -> np.ndarray:
@@ -449,25 +214,17 @@ class BiLSTMCostModel(LearnedCostModel):
 
     # ---- transfer API ----------------------------------------------------------------------------------
     def fit_frame(self, frame: pd.DataFrame) -> BiLSTMCostModel:
-        """Add a frame's records (``norm_throughput`` filled) and refit, like ``fit_features``."""
-        self.fit_features(self.frame_features(frame), frame["norm_throughput"].to_numpy(), _groups(frame))
-        return self._public()
+        """:meth:`pretrain` on one frame: train from scratch and keep the result as the base."""
+        return self.pretrain(frame)
 
     def pretrain(self, frames: pd.DataFrame | Sequence[pd.DataFrame]) -> BiLSTMCostModel:
         """Train from scratch on source datasets (one frame or several, e.g. one per target) and keep the
         result as the base that :meth:`fine_tune` and tuning updates adapt. Forgets earlier data."""
-        from tenset_tools.schema import add_normalised_throughput
-
         frames = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
         if not frames or not sum(len(f) for f in frames):
             raise ValueError("pretrain needs at least one non-empty frame")
         frame = pd.concat(frames, ignore_index=True)
-        if frame["norm_throughput"].isna().any():
-            frame = add_normalised_throughput(frame)
-        self._features, self._costs, self._groups = [], [], []
-        self._base_state, self._pretrain_rows, self._residual = None, 0, None
-        self._adapted_on = {}
-        self.fit_frame(frame)
+        self.fit_features(self.frame_features(frame), throughput_labels(frame), group_keys(frame))
         self._base_state = copy.deepcopy(self._net.state_dict())
         self._pretrain_rows = self.num_samples
         return self._public()
@@ -484,23 +241,21 @@ class BiLSTMCostModel(LearnedCostModel):
         (task ids) restricts the ``task`` mode to those tasks (default: every task of ``frame``). The
         records are kept: later tuning updates fine-tune on them together with the new measurements.
         """
-        from tenset_tools.schema import add_normalised_throughput
-
         if self._base_state is None:
             raise RuntimeError("fine_tune needs a pretrained model: call pretrain or load a pretrained file")
         if mode is not None:
             if mode not in FINE_TUNE_MODES:
                 raise ValueError(f"unknown fine-tune mode {mode!r}; choose one of {FINE_TUNE_MODES}")
             self.fine_tune_mode = mode
-        if frame["norm_throughput"].isna().any():
-            frame = add_normalised_throughput(frame)
+        labels = throughput_labels(frame)
         if self.fine_tune_mode == "task":
             wanted = set(tasks) if tasks is not None else set(frame["task_id"])
-            frame = frame[frame["task_id"].isin(wanted)]
-            self._fine_tune_tasks = set(_groups(frame))
+            chosen = frame["task_id"].isin(wanted).to_numpy()
+            frame, labels = frame[chosen], labels[chosen]
+            self._fine_tune_tasks = set(group_keys(frame))
         if not len(frame):
             raise ValueError("no target records to fine-tune on")
-        return self.fit_frame(frame)
+        return self.update_features(self.frame_features(frame), labels, group_keys(frame))
 
     @property
     def pretrained(self) -> bool:
@@ -583,7 +338,7 @@ class BiLSTMCostModel(LearnedCostModel):
         with self._torch_threads():
             if self._base_state is None:
                 torch.manual_seed(self.seed)
-                self._stats = _statistics(features, self.kernel_scaling)
+                self._stats = data.input_statistics(features, self.kernel_scaling)
                 self._net = self._new_net()
                 self._train(
                     features, targets, groups, self._net.parameters(), self.epochs, self.learning_rate
@@ -623,86 +378,33 @@ class BiLSTMCostModel(LearnedCostModel):
         import xgboost
 
         self._net.eval()
-        residual = targets - self._net_predict(features)
+        residual = targets - predict_network(self._net, features, self._stats)
         kernel, hardware, task, _, _ = data.unpack(features)
         params = {"max_depth": 4, "eta": 0.2, "min_child_weight": 2, "seed": self.seed, "nthread": 1}
         matrix = xgboost.DMatrix(np.hstack([kernel, hardware, task]), label=residual)
         self._residual = xgboost.train(params, matrix, num_boost_round=self.residual_rounds)
 
-    def _split(self, n: int, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        order = np.random.default_rng(self.seed).permutation(n)
-        n_valid = round(self.validation_fraction * n)
-        if n_valid < 8 or n - n_valid < 8:
-            return order, np.zeros(0, dtype=np.int64)
-        return order[n_valid:], order[:n_valid]
-
-    def _batches(self, index: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
-        if self.loss == "rmse":
-            index = rng.permutation(index)
-            return [index[i : i + self.batch_size] for i in range(0, len(index), self.batch_size)]
-        # lambdarank: a batch holds records of one group only (pairs are compared within a task)
-        batches = []
-        for group in np.unique(groups[index]):
-            members = rng.permutation(index[groups[index] == group])
-            batches += [members[i : i + self.batch_size] for i in range(0, len(members), self.batch_size)]
-        return [batches[i] for i in rng.permutation(len(batches))]
-
-    def _loss(self, scores: torch.Tensor, labels: torch.Tensor, groups: np.ndarray) -> torch.Tensor:
-        if self.loss == "rmse":
-            return torch.sqrt(nn.functional.mse_loss(scores, labels) + 1e-12)
-        losses = [_lambdarank_loss(scores[groups == g], labels[groups == g]) for g in np.unique(groups)]
-        return torch.stack(losses).mean()
-
     def _train(self, features, targets, groups, parameters, epochs: int, learning_rate: float) -> None:
-        net = self._net
-        inputs = _Inputs(features, self._stats)
-        labels = torch.from_numpy(targets.astype(np.float32))
-        rng = np.random.default_rng(self.seed)
-        train_index, valid_index = self._split(len(features), groups)
-        optimiser = torch.optim.Adam(parameters, lr=learning_rate, weight_decay=self.weight_decay)
-        best_loss, best_state, stale, epochs_run = math.inf, copy.deepcopy(net.state_dict()), 0, 0
-        for epoch in range(1, epochs + 1):
-            epochs_run = epoch
-            net.train()
-            for batch in self._batches(train_index, groups, rng):
-                optimiser.zero_grad()
-                loss = self._loss(net(*inputs.batch(batch)), labels[batch], groups[batch])
-                loss.backward()
-                optimiser.step()
-            if not len(valid_index):
-                continue
-            net.eval()
-            with torch.no_grad():
-                valid = float(
-                    self._loss(net(*inputs.batch(valid_index)), labels[valid_index], groups[valid_index])
-                )
-            if valid < best_loss - 1e-6:
-                best_loss, best_state, stale = valid, copy.deepcopy(net.state_dict()), 0
-            else:
-                stale += 1
-                if stale >= self.patience:
-                    break
-        if len(valid_index):
-            net.load_state_dict(best_state)
-        net.eval()
-        self.last_fit = {"epochs": epochs_run, "rows": len(features), "best_validation_loss": best_loss}
-
-    def _net_predict(self, features: np.ndarray, batch: int = 1024) -> np.ndarray:
-        inputs = _Inputs(features, self._stats)
-        # One length bucket per forward pass: little padding, and scores independent of the batch.
-        buckets = np.array([_bucket(int(n)) for n in inputs.lengths.numpy()])
-        out = np.empty(len(features), dtype=np.float64)
-        with torch.no_grad():
-            for bucket in np.unique(buckets):
-                members = np.flatnonzero(buckets == bucket)
-                for start in range(0, len(members), batch):
-                    index = members[start : start + batch]
-                    out[index] = self._net(*inputs.batch(index)).numpy()
-        return out
+        self.last_fit = train_network(
+            self._net,
+            features,
+            targets,
+            groups,
+            self._stats,
+            parameters,
+            epochs=epochs,
+            learning_rate=learning_rate,
+            loss=self.loss,
+            batch_size=self.batch_size,
+            weight_decay=self.weight_decay,
+            patience=self.patience,
+            validation_fraction=self.validation_fraction,
+            seed=self.seed,
+        )
 
     def _predict(self, features: np.ndarray) -> np.ndarray:
         with self._torch_threads():
-            scores = self._net_predict(features)
+            scores = predict_network(self._net, features, self._stats)
         if self._residual is not None:
             import xgboost
 
@@ -739,10 +441,6 @@ class BiLSTMCostModel(LearnedCostModel):
 
             self._residual = xgboost.Booster()
             self._residual.load_model(bytearray(state["residual"]))
-
-
-def _groups(frame: pd.DataFrame) -> np.ndarray:
-    return (frame["task_id"] + "/" + frame["target_id"]).to_numpy()
 
 
 class _Threads:
