@@ -100,3 +100,10 @@ def test_cli_store_features_fills_a_version_1_file(shipped, tmp_path, capsys):
     assert read_metadata(out)["schema_version"] == SCHEMA_VERSION
     for replayed, original in zip(filled["store_features"], records["store_features"], strict=True):
         np.testing.assert_allclose(np.stack(list(replayed)), np.stack(list(original)), rtol=1e-5, atol=1e-6)
+
+
+def test_the_multilevel_model_refuses_to_train_on_a_dataset(shipped):
+    # V learns from a run's failures and A from lowered IR: a frame carries neither.
+    frame = shipped.head(20).assign(norm_throughput=1.0)
+    with pytest.raises(ValueError, match="inside a tuning run"):
+        train_model(frame, "multilevel")

@@ -18,9 +18,9 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Sequence
-from typing import ClassVar
 
 import numpy as np
+import pandas as pd
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
@@ -53,14 +53,6 @@ class MultiLevelCostModel(LearnedCostModel):
         As :class:`~tvm_transfer.cost_model.base.LearnedCostModel`.
     """
 
-    hyper_parameters: ClassVar[tuple[str, ...]] = (
-        "seed",
-        "use_hardware_features",
-        "use_lowered_features",
-        "target_recall",
-        "fallback_threshold",
-    )
-
     def __init__(
         self,
         *,
@@ -83,6 +75,14 @@ class MultiLevelCostModel(LearnedCostModel):
         # Distinct candidates (structural hashes) the search asked this model to score, and those it rejected.
         self.scored_keys: set[str] = set()
         self.rejected_keys: set[str] = set()
+
+    def frame_features(self, frame: pd.DataFrame) -> np.ndarray:
+        """Refused: V learns from the failures of a tuning run and A from lowered IR, which dataset frames
+        do not carry."""
+        raise ValueError(
+            "MultiLevelCostModel learns inside a tuning run (failures and lowered IR), not from a dataset "
+            "frame; train xgboost, lightgbm, mlp or bilstm on datasets"
+        )
 
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
         """Predicted normalised throughput; ``INVALID_SCORE`` for candidates predicted to fail; uniform
