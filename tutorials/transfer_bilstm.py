@@ -1,6 +1,6 @@
 """Tutorial: pretrain the attention BiLSTM on one CPU, transfer it to another, tune a network, compile it.
 
-The user story of issue 5 end to end, on the dataset shipped with the package
+Cross-hardware transfer of a learned cost model end to end, on the dataset shipped with the package
 (``tenset_tools/data/collected_cpu.parquet``: candidates of four small networks measured on two CPU targets,
 ``llvm/x86-64-v3/1`` = AVX2 on one core and ``llvm/znver4/2`` = AVX-512 on two cores):
 

@@ -168,7 +168,7 @@ NETWORKS: dict[str, NetworkSpec] = {
     "mlp": NetworkSpec(MLP, (1, 784)),
     "bert_tiny_layer": NetworkSpec(BertEncoderLayer, (1, 64, 128)),
     "mobilenet_v2_block": NetworkSpec(MobileNetV2Block, (1, 32, 28, 28)),
-    # More pretraining data for transfer (issue 5): other networks' blocks, other shapes of the same
+    # More pretraining data for transfer: other networks' blocks, other shapes of the same
     # operator families (depthwise 3x3 and 5x5, grouped, 1x1 and 3x3 convolutions; matmuls).
     "mobilenet_v1_block": NetworkSpec(MobileNetV1Block, (1, 64, 56, 56)),
     "efficientnet_mbconv": NetworkSpec(EfficientNetMBConv, (1, 40, 28, 28)),

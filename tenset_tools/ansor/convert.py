@@ -98,8 +98,8 @@ def _sequence_column(records: list[AnsorRecord]) -> pa.Array:
 def records_to_arrow(records: list[AnsorRecord], sequence_features: bool = True) -> pa.Table:
     """Convert parsed records to a schema table (``norm_throughput`` NaN, filled by the reader's user).
 
-    ``sequence_features=False`` leaves that column null: the step encoding is ~60% of the conversion
-    time, and the steps stay available in ``candidate``.
+    ``sequence_features=False`` leaves that column null: the step encoding takes most of the
+    conversion time, and the steps stay available in ``candidate``.
     """
     n = len(records)
     columns: dict[str, list] = {name: [] for name in SCHEMA.names}
@@ -135,7 +135,7 @@ def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while batches of parsed records are alive.
 
     Parsed records hold no reference cycles, but their many containers make every collection rescan them:
-    with the collector on, a batch converts ~2.5x slower.
+    with the collector on, a batch converts several times slower.
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -1,8 +1,8 @@
-"""A MetaSchedule ``TuneContext`` for feature extraction, without the 30 s ``tensor_intrin`` import.
+"""A MetaSchedule ``TuneContext`` for feature extraction, without the slow ``tensor_intrin`` import.
 
-``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which takes 25-70 s per process here because
+``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which takes tens of seconds per process because
 TVMScript's parser calls ``inspect.stack()`` (which scans ``sys.modules`` for every frame) for each of ~500
-intrinsic definitions. A cheap frame walker stands in for ``inspect.stack`` during that import (~3 s).
+intrinsic definitions. A cheap frame walker stands in for ``inspect.stack`` during that import, which then takes a few seconds.
 Lives in the data layer because reading a MetaSchedule database needs it; :mod:`tvm_transfer.builder`
 re-exports :func:`import_tensor_intrin_fast`.
 """
@@ -32,7 +32,7 @@ def _frames_without_source(context: int = 1) -> list[inspect.FrameInfo]:
 
 
 def import_tensor_intrin_fast() -> None:
-    """Import ``tvm.s_tir.tensor_intrin`` in ~3 s instead of ~30 s (no-op when already imported)."""
+    """Import ``tvm.s_tir.tensor_intrin`` with a cheap frame walker (no-op when already imported)."""
     if _TENSOR_INTRIN in sys.modules:
         return
     original = inspect.stack
