@@ -2,7 +2,8 @@
 
 ``TuneContext`` imports ``tvm.s_tir.tensor_intrin``, which takes tens of seconds per process because
 TVMScript's parser calls ``inspect.stack()`` (which scans ``sys.modules`` for every frame) for each of ~500
-intrinsic definitions. A cheap frame walker stands in for ``inspect.stack`` during that import, which then takes a few seconds.
+intrinsic definitions. A cheap frame walker stands in for ``inspect.stack`` during that import, which
+then takes a few seconds.
 Lives in the data layer because reading a MetaSchedule database needs it; :mod:`tvm_transfer.builder`
 re-exports :func:`import_tensor_intrin_fast`.
 """
