@@ -13,9 +13,10 @@ Columns are named ``s<k>_tile<j>`` (tile ``k``'s factor ``j``, 1 = second outerm
 
 :meth:`SpaceEncoding.repair` turns any real vector (e.g. a copula sample for another shape) into valid
 decisions for *this* space's loop extents: tiles by the repair rule of
-:mod:`tvm_transfer.search_strategy.replay`, categories rounded and clipped. :meth:`SpaceEncoding.replay` applies decisions, checks that replay did not
-silently change them (TVM repairs invalid tile and location decisions without telling; compute locations are
-left to that snapping, which picks the nearest valid location), and runs the space's post-processors.
+:mod:`tvm_transfer.search_strategy.replay`, categories rounded and clipped. :meth:`SpaceEncoding.replay`
+applies decisions, checks that replay did not silently change them (TVM repairs invalid tile and location
+decisions without telling; compute locations are left to that snapping, which picks the nearest valid
+location), and runs the space's post-processors.
 
 Traces of measured records (any shape of the same operator kind) are matched to a space by their
 *signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
