@@ -54,10 +54,14 @@ from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_rea
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
+    Proposal,
+    SpaceEncoding,
     TraceCopulaSampler,
     load_sources,
     pretrain_on_sources,
+    task_descriptor,
 )
+from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
 from tvm_transfer.search_strategy.copula.population import design_spaces
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
@@ -131,52 +135,30 @@ FEW_SHOT_SAMPLERS = {
 
 
 class SourceBestSampler:
-    """Transfer control without a copula: the source tasks' best records, repaired to the target's loop
-    extents, in rank order (every source's best, then every source's second best, ...), nearest source task
-    (descriptor distance) first. Same ``propose`` interface as ``TraceCopulaSampler``."""
+    """Transfer control without a copula: the anchors of ``TraceCopulaSampler`` over *all* the source tasks'
+    measured records (every source's best, then every source's second best, ..., nearest source task
+    first), repaired to the target's loop extents. Same ``propose`` interface as ``TraceCopulaSampler``."""
 
     def __init__(self, records) -> None:
-        self.records = list(records)
+        self.rows_ = {
+            sig: frame[np.isfinite(frame["cost"])] for sig, (frame, _) in rows_by_space(records).items()
+        }
 
     def propose(self, mod, target, design_spaces, postprocs, count, seed=0):
-        from tvm_transfer.search_strategy.copula import (
-            SpaceEncoding,
-            task_descriptor,
-            trace_decisions,
-            trace_signature,
-        )
-        from tvm_transfer.search_strategy.copula.encoding import decision_vector
-        from tvm_transfer.search_strategy.copula.sampler import Proposal
-
         encodings = {}
         for space in design_spaces:
             encoding = SpaceEncoding(mod, space, postprocs)
-            encodings.setdefault(encoding.signature, encoding)
-        here = task_descriptor(mod, target)
-        by_task: dict[str, list] = {}
-        for record in sorted(self.records, key=lambda r: r.seconds):
-            if np.isfinite(record.seconds):
-                by_task.setdefault(record.task, []).append(record)
-
-        def distance(task):
-            d = by_task[task][0].descriptor
-            return sum((d.get(k, 0.0) - v) ** 2 for k, v in here.items())
-
-        tasks = sorted(by_task, key=distance)
+            if encoding.signature in self.rows_:
+                encodings.setdefault(encoding.signature, encoding)
+        anchors = anchor_decisions(list(encodings.values()), self.rows_, task_descriptor(mod, target))
         out, seen = [], set()
-        for rank in range(max(len(v) for v in by_task.values())):
-            for task in tasks:
-                if len(out) >= count or rank >= len(by_task[task]):
-                    continue
-                trace = by_task[task][rank].trace
-                encoding = encodings.get(trace_signature(trace))
-                if encoding is None:
-                    continue
-                decisions = encoding.repair(decision_vector(trace_decisions(trace)))
-                schedule = encoding.replay(decisions) if repr(decisions) not in seen else None
-                if schedule is not None:
-                    seen.add(repr(decisions))
-                    out.append(Proposal(schedule, decisions, encoding.signature, 1))
+        for sig, key, decisions in anchors:
+            if len(out) >= count or (sig, key) in seen:
+                continue
+            seen.add((sig, key))
+            schedule = encodings[sig].replay(decisions)
+            if schedule is not None:
+                out.append(Proposal(schedule, decisions, sig, 1))
         return out
 
 
