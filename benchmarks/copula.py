@@ -54,13 +54,13 @@ from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
     Proposal,
-    SpaceEncoding,
     TraceCopulaSampler,
     load_sources,
     pretrain_on_sources,
     task_descriptor,
 )
 from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
+from tvm_transfer.search_strategy.copula.encoding import space_encodings
 from tvm_transfer.search_strategy.copula.population import design_spaces
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
@@ -144,11 +144,8 @@ class SourceBestSampler:
         }
 
     def propose(self, mod, target, design_spaces, postprocs, count, seed=0):
-        encodings = {}
-        for space in design_spaces:
-            encoding = SpaceEncoding(mod, space, postprocs)
-            if encoding.signature in self.rows_:
-                encodings.setdefault(encoding.signature, encoding)
+        spaces = space_encodings(mod, design_spaces, postprocs)
+        encodings = {signature: encoding for signature, encoding in spaces.items() if signature in self.rows_}
         anchors = anchor_decisions(list(encodings.values()), self.rows_, task_descriptor(mod, target))
         out, seen = [], set()
         for sig, key, decisions in anchors:

@@ -28,7 +28,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
-__all__ = ["divisors", "postprocess", "repair_tile", "repair_tile_log2", "replay_trace"]
+__all__ = ["divisors", "postprocess", "repair_tile", "repair_tile_log2", "replay_trace", "tile_log2"]
 
 
 def divisors(n: int) -> list[int]:
@@ -52,10 +52,15 @@ def repair_tile_log2(inner_log2: Sequence[float], extent: int, max_innermost: in
     return [remaining, *reversed(inner)]
 
 
+def tile_log2(decision: Sequence[int]) -> list[float]:
+    """log2 of a tile decision's inner factors (the outermost is implied by the extent)."""
+    return [math.log2(max(int(f), 1)) for f in decision[1:]]
+
+
 def repair_tile(decision: Sequence[int], extent: int, max_innermost: int = 0) -> list[int]:
     """:func:`repair_tile_log2` of an integer tile decision (factors, outermost first): the perfect tiling
     of ``extent`` nearest to it; a decision that already tiles ``extent`` comes back unchanged."""
-    return repair_tile_log2([math.log2(max(int(f), 1)) for f in decision[1:]], extent, max_innermost)
+    return repair_tile_log2(tile_log2(decision), extent, max_innermost)
 
 
 def postprocess(sch: Schedule, postprocs: Sequence[ms.postproc.Postproc]) -> bool:

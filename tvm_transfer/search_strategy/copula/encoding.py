@@ -27,7 +27,6 @@ traces follows ``tenset_tools.features.trace``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from tenset_tools.features.trace import _int_values
-from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2
+from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
 
 __all__ = [
     "SAMPLING_KINDS",
@@ -47,6 +46,7 @@ __all__ = [
     "SpaceEncoding",
     "decision_columns",
     "decision_vector",
+    "space_encodings",
     "trace_decisions",
     "trace_signature",
 ]
@@ -107,7 +107,7 @@ def decision_vector(decisions: Sequence[Decision]) -> np.ndarray:
     out: list[float] = []
     for decision in decisions:
         if isinstance(decision, list | tuple):
-            out += [math.log2(max(int(f), 1)) for f in decision[1:]]
+            out += tile_log2(decision)
         else:
             out.append(float(decision))
     return np.array(out, dtype=float)
@@ -251,6 +251,17 @@ class SpaceEncoding:
             elif site.kind == "SampleCategorical":
                 size *= len(site.candidates)
         return size
+
+
+def space_encodings(
+    mod: tvm.IRModule, design_spaces: Sequence[Schedule], postprocs: Sequence[ms.postproc.Postproc]
+) -> dict[str, SpaceEncoding]:
+    """One encoding per design-space signature of ``design_spaces`` (the first space of each)."""
+    found: dict[str, SpaceEncoding] = {}
+    for space in design_spaces:
+        encoding = SpaceEncoding(mod, space, postprocs)
+        found.setdefault(encoding.signature, encoding)
+    return found
 
 
 def _count_tilings(extent: int, n: int, max_innermost: int) -> int:

@@ -23,9 +23,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
 from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget
 from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
-from tvm_transfer.search_strategy.copula.encoding import (
-    SpaceEncoding,
-)
+from tvm_transfer.search_strategy.copula.encoding import SpaceEncoding, space_encodings
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 
 log = logging.getLogger(__name__)
@@ -116,15 +114,12 @@ class TraceCopulaSampler:
     ) -> list[SpaceEncoding]:
         """The target's design spaces (one per signature) that some source copula covers; with the target's
         ``descriptor``, only those whose copula conditions on columns it has (a warning names the others)."""
-        found: dict[str, SpaceEncoding] = {}
-        for space in design_spaces:
-            encoding = SpaceEncoding(mod, space, postprocs)
-            if encoding.signature in self.copulas_ and encoding.signature not in found:
-                found[encoding.signature] = encoding
+        spaces = space_encodings(mod, design_spaces, postprocs)
+        found = [encoding for signature, encoding in spaces.items() if signature in self.copulas_]
         if descriptor is None:
-            return list(found.values())
+            return found
         usable = []
-        for encoding in found.values():
+        for encoding in found:
             needed = self.copulas_[encoding.signature].descriptor_columns_
             missing = [c for c in needed if c not in descriptor]
             if missing:
