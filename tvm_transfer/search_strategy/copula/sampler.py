@@ -83,6 +83,8 @@ class TraceCopulaSampler:
         self.anchors = anchors
 
     def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
+        """Fit one copula per source design space with a finite measured record (replacing any earlier
+        fit); returns ``self``. Raises ``ValueError`` when no space has one."""
         if not records:
             raise ValueError("no source records to fit on")
         self.copulas_: dict[str, ConditionalCopula] = {}
