@@ -30,7 +30,9 @@ against the trials actually needed.
     python -m benchmarks.copula --skip-vta           # CPU part only  -> results/copula/copula_cpu_matmul.*
     python -m benchmarks.copula --kinds --vta-seeds 6 7 8 --tag _heldout2   # chosen seeds, result suffix
 
-Writes benchmarks/results/copula/copula[_vta|_cpu_<kinds>][<tag>].{json,md,png}. CPU work dirs are kept in
+Writes benchmarks/results/copula/copula[_vta|_cpu_<kinds>][<tag>].{json,md,png} (tables and plots:
+``benchmarks/copula_report.py``; the script is a little over 400 lines because its two parts share the
+metrics and the command line). CPU work dirs are kept in
 work/copula_bench/ and re-used (a finished run is read back from its database, not re-tuned).
 """
 
@@ -43,10 +45,6 @@ import math
 import time
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 from benchmarks.common import (
@@ -58,14 +56,19 @@ from benchmarks.common import (
     retime,
     write_report,
 )
+from benchmarks.copula_report import markdown, plot
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
+    Proposal,
     TraceCopulaSampler,
     load_sources,
     pretrain_on_sources,
+    task_descriptor,
 )
+from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
+from tvm_transfer.search_strategy.copula.encoding import space_encodings
 from tvm_transfer.search_strategy.copula.population import design_spaces
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
@@ -140,52 +143,27 @@ FEW_SHOT_SAMPLERS = {
 
 
 class SourceBestSampler:
-    """Transfer control without a copula: the source tasks' best records, repaired to the target's loop
-    extents, in rank order (every source's best, then every source's second best, ...), nearest source task
-    (descriptor distance) first. Same ``propose`` interface as ``TraceCopulaSampler``."""
+    """Transfer control without a copula: the anchors of ``TraceCopulaSampler`` over *all* the source tasks'
+    measured records (every source's best, then every source's second best, ..., nearest source task
+    first), repaired to the target's loop extents. Same ``propose`` interface as ``TraceCopulaSampler``."""
 
     def __init__(self, records) -> None:
-        self.records = list(records)
+        self.rows_ = {
+            sig: frame[np.isfinite(frame["cost"])] for sig, (frame, _) in rows_by_space(records).items()
+        }
 
     def propose(self, mod, target, design_spaces, postprocs, count, seed=0):
-        from tvm_transfer.search_strategy.copula import (
-            SpaceEncoding,
-            task_descriptor,
-            trace_decisions,
-            trace_signature,
-        )
-        from tvm_transfer.search_strategy.copula.encoding import decision_vector
-        from tvm_transfer.search_strategy.copula.sampler import Proposal
-
-        encodings = {}
-        for space in design_spaces:
-            encoding = SpaceEncoding(mod, space, postprocs)
-            encodings.setdefault(encoding.signature, encoding)
-        here = task_descriptor(mod, target)
-        by_task: dict[str, list] = {}
-        for record in sorted(self.records, key=lambda r: r.seconds):
-            if np.isfinite(record.seconds):
-                by_task.setdefault(record.task, []).append(record)
-
-        def distance(task):
-            d = by_task[task][0].descriptor
-            return sum((d.get(k, 0.0) - v) ** 2 for k, v in here.items())
-
-        tasks = sorted(by_task, key=distance)
+        spaces = space_encodings(mod, design_spaces, postprocs)
+        encodings = {signature: encoding for signature, encoding in spaces.items() if signature in self.rows_}
+        anchors = anchor_decisions(list(encodings.values()), self.rows_, task_descriptor(mod, target))
         out, seen = [], set()
-        for rank in range(max(len(v) for v in by_task.values())):
-            for task in tasks:
-                if len(out) >= count or rank >= len(by_task[task]):
-                    continue
-                trace = by_task[task][rank].trace
-                encoding = encodings.get(trace_signature(trace))
-                if encoding is None:
-                    continue
-                decisions = encoding.repair(decision_vector(trace_decisions(trace)))
-                schedule = encoding.replay(decisions) if repr(decisions) not in seen else None
-                if schedule is not None:
-                    seen.add(repr(decisions))
-                    out.append(Proposal(schedule, decisions, encoding.signature, 1))
+        for sig, key, decisions in anchors:
+            if len(out) >= count or (sig, key) in seen:
+                continue
+            seen.add((sig, key))
+            schedule = encodings[sig].replay(decisions)
+            if schedule is not None:
+                out.append(Proposal(schedule, decisions, sig, 1))
         return out
 
 
@@ -398,132 +376,6 @@ def cpu_part(
     }
 
 
-# ---------------------------------------------------------------------------------------------------- report
-def _fmt_t(x) -> str:
-    return "never" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x))
-
-
-def _cell(result: dict, timing: str = "") -> str:
-    """``timing``: "" for the qualities of the run's own measurements, "_retimed" for the re-timed ones."""
-    first, best8 = result[f"first{timing}"], result[f"best_of_8{timing}"]
-    return f"{first:.0%} / {best8:.0%} / {_fmt_t(result['trials_to_10pct'])}"
-
-
-def _means(rows: list, contenders: list[str], timing: str = "", title: str = "Means") -> str:
-    parts = []
-    for c in contenders:
-        first = np.mean([r[c][f"first{timing}"] for r in rows])
-        best8 = np.mean([r[c][f"best_of_8{timing}"] for r in rows])
-        t10 = [r[c]["trials_to_10pct"] for r in rows]
-        reached = [t for t in t10 if t is not None]
-        median = np.median(reached) if reached else float("nan")
-        parts.append(
-            f"- **{c}**: mean first-evaluation quality {first:.1%}, mean best-of-8 {best8:.1%}, within 10% "
-            "in "
-            f"{len(reached)}/{len(rows)} tasks (median trials {median:.1f})"
-        )
-    return f"\n{title}:\n\n" + "\n".join(parts) + "\n"
-
-
-def _budget_check(rows: list, contenders: list[str]) -> str:
-    """How often the budget estimate k was enough to get within 10% of the best known."""
-    parts = []
-    for c in contenders:
-        pairs = [(r[c]["budget"]["k"], r[c]["trials_to_10pct"]) for r in rows]
-        enough = sum(t is not None and t <= k for k, t in pairs)
-        needed = np.median([t if t is not None else np.inf for _, t in pairs])
-        parts.append(
-            f"- **{c}**: budget k median {np.median([k for k, _ in pairs]):.0f} (range "
-            f"{min(k for k, _ in pairs)}-{max(k for k, _ in pairs)}); k trials reached within 10% in "
-            f"{enough}/{len(pairs)} tasks; trials actually needed: median {needed:.0f}"
-        )
-    return (
-        "\nBudget estimate (success bar 0.5) vs trials needed to get within 10%:\n\n"
-        + "\n".join(parts)
-        + "\n"
-    )
-
-
-def markdown(report: dict) -> str:
-    machine = report["machine"]
-    lines = [
-        "# Gaussian-copula transfer tuning\n",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores; commit "
-        f"{report['commit_short']}; seed {report['seed']}. Quality = best known latency / latency (1 = best "
-        "known). Cells: first-evaluation quality / best-of-first-8 quality / trials until within 10% of the "
-        "best known. Paper (GC, ICS'23): 64.37% of peak in the first evaluation; goal here > 80%.\n",
-    ]
-    vta = report.get("vta")
-    if vta:
-        names = [*vta["variants"], "random"]
-        lines += [
-            "## VTA ResNet-18 layers C2..C11\n\n"
-            f"Leave-one-out; sources: {vta['source_trials']} random settings "
-            f"per other layer, source seeds {vta['seeds']}; best known = exhaustive; random = mean of "
-            f"{vta['random_repeats']} orders; copula proposals are followed by random unseen settings. "
-            "Variants: "
-            f"{json.dumps(vta['variants'])} (copula_kde_q0.1 was chosen after seeing seed-0 results). Budget "
-            "column: the paper's estimate k (C unique of |S| draws) for copula_paper (copula_default when "
-            "copula_paper is not run).\n",
-            "| layer | seed | " + " | ".join(names) + " | budget k (C) |",
-            "|---|---|" + "---|" * len(names) + "---|",
-        ]
-        for r in vta["rows"]:
-            b = next((r[n]["budget"] for n in BUDGET_VARIANTS if n in r), None)
-            cells = " | ".join(_cell(r[n]) for n in names)
-            budget = f"{b['k']} ({b['unique']})" if b else "-"
-            lines.append(f"| {r['task']} | {r['source_seed']} | {cells} | {budget} |")
-        lines.append(_means(vta["rows"], names))
-        budgeted = [n for n in BUDGET_VARIANTS if n in vta["variants"]]
-        if budgeted:
-            lines.append(_budget_check(vta["rows"], budgeted))
-    for cpu in report.get("cpu", []):
-        lines += [
-            f"\n## CPU {cpu['kind']}\n\n{cpu['trials']} trials per run, {cpu['trials_per_iter']} per batch, "
-            f"population {cpu['population']}; copula sources: the {' + '.join(cpu.get('source_runs', []))} "
-            "runs of the other shapes. Cells: first / best-of-8 quality *re-timed* (each run's first record, "
-            f"best of its first 8 and 3 best, built once and timed in {RETIME_ROUNDS} interleaved rounds, "
-            "fastest; best = the best re-timed candidate of the shape) / trials until within 10% of the "
-            "best the runs measured. Budget: the paper's k (C unique of |S|), |S| = the covered design "
-            "spaces' decision combinations, C counted over 4096 draws at most.\n",
-            "| task | best re-timed (us) | " + " | ".join(CPU_CONTENDERS) + " | budget k (C of S) |",
-            "|---|---|" + "---|" * len(CPU_CONTENDERS) + "---|",
-        ]
-        for r in cpu["rows"]:
-            b = r["copula_evolutionary_xgb"]["budget"]
-            cells = " | ".join(_cell(r[c], "_retimed") for c in CPU_CONTENDERS)
-            lines.append(
-                f"| {r['task']} | {r['best_retimed_s'] * 1e6:.1f} | {cells} | {b['k']} ({b['unique']} of "
-                f"{b['space']:.3g}) |"
-            )
-        lines.append(_means(cpu["rows"], list(CPU_CONTENDERS), "_retimed", "Means (re-timed)"))
-        lines.append(_means(cpu["rows"], list(CPU_CONTENDERS), title="Means (as the runs measured them)"))
-        lines.append(_budget_check(cpu["rows"], ["copula_evolutionary_xgb"]))
-    return "\n".join(lines) + "\n"
-
-
-def plot(report: dict, path: Path) -> None:
-    panels = []
-    for r in [r for r in report.get("vta", {}).get("rows", []) if r["source_seed"] == report["seed"]][:3]:
-        panels.append(("VTA " + r["task"], r["curves"], r["best_known_s"]))
-    for cpu in report.get("cpu", []):
-        for r in cpu["rows"][:3]:
-            curves = {c: running_best(x) for c, x in cpu["latencies"][r["task"]].items()}
-            panels.append((r["task"], curves, r["best_known_s"]))
-    if not panels:
-        return
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5), squeeze=False)
-    for ax, (title, curves, best) in zip(axes[0], panels, strict=True):
-        for name, curve in curves.items():
-            c = np.asarray(curve, dtype=float)
-            ax.plot(np.arange(1, len(c) + 1), np.where(np.isfinite(c), best / c, 0), label=name)
-        ax.set(title=title, xlabel="trials", ylabel="best known / best so far", ylim=(0, 1.05))
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="4 VTA layers, 3 CPU shapes x 16 trials")
@@ -581,7 +433,7 @@ def main() -> None:
         name = "copula_cpu_" + "_".join(args.kinds)
     name += args.tag
     plot(report, report_path("copula", name, ".png", quick=args.quick))
-    write_report("copula", name, report, markdown(report), quick=args.quick)
+    write_report("copula", name, report, markdown(report, CPU_CONTENDERS, BUDGET_VARIANTS), quick=args.quick)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,10 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.flops import estimate_flops
 from tvm_transfer.cli import main
+from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
-from tvm_transfer.tuning.schedule_transfer import (
-    adapt_tile,
-    block_signature,
-    replay_trace,
-    transfer_schedules,
-)
+from tvm_transfer.tuning.schedule_transfer import block_signature, transfer_schedules
 from tvm_transfer.tuning.session import open_database
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,
@@ -107,14 +103,6 @@ def test_bad_selection_is_rejected(capsys):
         TaskSelection(top_tasks=0)
     with pytest.raises(SystemExit, match="flops_share must be in"):
         main(["tune-network", "mlp", "--flops-share", "1.5"])
-
-
-def test_adapt_tile_always_tiles_the_new_extent():
-    assert adapt_tile([1, 8, 4, 4], 128) == [1, 8, 4, 4]
-    for decision, extent in [([1, 8, 4, 4], 64), ([2, 3, 5, 16], 384), ([1, 64, 2, 1], 10), ([7, 1], 13)]:
-        adapted = adapt_tile(decision, extent)
-        assert int(np.prod(adapted)) == extent
-        assert all(a <= max(d, extent) for a, d in zip(adapted[1:], decision[1:], strict=True))
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ loops by position, so a trace of one replays on the other. Replay is not a valid
 ``Trace.apply_to_schedule`` silently repairs tile sizes that do not divide the new extents — so every
 replayed candidate is checked step by step:
 
-1. tile decisions are adapted to the new loop extents explicitly (each inner factor kept when it divides
-   what is left of the loop, else its gcd with it; the outermost factor takes the rest) and, after replay,
-   every ``SamplePerfectTile`` decision of the new trace must multiply to its loop's extent;
+1. tile decisions are repaired to the new loop extents explicitly (the rule of
+   :mod:`tvm_transfer.search_strategy.replay`) and, after replay, every ``SamplePerfectTile`` decision of
+   the new trace must be the repaired one;
 2. MetaSchedule's post-processors for the target must all succeed (what MetaSchedule calls valid);
 3. the candidate must build, and its outputs on random inputs must match TVM's default (unscheduled)
    lowering of the same task;
@@ -35,10 +35,11 @@ from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import runner_seconds, target_runner
+from tvm_transfer.search_strategy.replay import replay_trace
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TransferOutcome", "adapt_tile", "block_signature", "replay_trace", "transfer_schedules"]
+__all__ = ["TransferOutcome", "block_signature", "transfer_schedules"]
 
 # Outputs of a transferred schedule must match the default lowering within this relative tolerance
 # (float32 reductions in a different order differ by a few ulps times the reduction length).
@@ -79,56 +80,6 @@ def block_signature(mod: tvm.IRModule) -> tuple[tuple[str, str], ...]:
         block = sch.get(block_rv)
         out.append((block.name_hint, "".join(kinds.get(int(iv.iter_type), "O") for iv in block.iter_vars)))
     return tuple(out)
-
-
-def adapt_tile(decision: Sequence[int], extent: int) -> list[int]:
-    """A perfect tiling of ``extent`` close to ``decision``: from the innermost factor out, keep a factor
-    when it divides what is left of the loop, else take its gcd with it; the outermost takes the rest.
-    The product of the result is always ``extent``; an already perfect decision comes back unchanged."""
-    factors = [int(x) for x in decision]
-    left = int(extent)
-    for i in range(len(factors) - 1, 0, -1):
-        factors[i] = factors[i] if left % factors[i] == 0 else math.gcd(factors[i], left)
-        left //= factors[i]
-    factors[0] = left
-    return factors
-
-
-def replay_trace(
-    trace: tvm.s_tir.schedule.Trace, mod: tvm.IRModule, context: ms.TuneContext
-) -> tuple[Schedule, int]:
-    """Replay ``trace`` (post-processing instructions dropped) on ``mod``, adapting tile decisions to the
-    new extents, then run ``context``'s post-processors. Returns the schedule and the number of adapted
-    tile decisions; raises ``ValueError`` when the trace does not replay, a tiling is not perfect, or a
-    post-processor rejects the result."""
-    sch = Schedule(mod, debug_mask="all")
-    extents: dict[int, int] = {}
-    adapted = 0
-
-    def provide(inst, inputs, attrs, decision):
-        nonlocal adapted
-        if inst.kind.name != "SamplePerfectTile":
-            return decision
-        extent = int(sch.get(inputs[0]).extent)
-        new = adapt_tile(list(decision), extent)
-        adapted += new != [int(x) for x in decision]
-        extents[len(extents)] = extent
-        return new
-
-    try:
-        trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
-    except Exception as error:  # TVM raises its own error types for a missing block or a bad primitive
-        raise ValueError(f"trace does not replay: {str(error).splitlines()[0][:200]}") from error
-    tiles = [inst for inst in sch.trace.insts if inst.kind.name == "SamplePerfectTile"]
-    for i, inst in enumerate(tiles):
-        product = math.prod(int(x) for x in sch.trace.get_decision(inst))
-        if product != extents.get(i):
-            raise ValueError(
-                f"tile decision {i} multiplies to {product}, not the loop extent {extents.get(i)}"
-            )
-    if not all(postproc.apply(sch) for postproc in context.space_generator.postprocs):
-        raise ValueError("a MetaSchedule post-processor rejected the replayed schedule")
-    return sch, adapted
 
 
 def _random_args(args_info: Sequence[ms.arg_info.ArgInfo], seed: int) -> list[np.ndarray]:

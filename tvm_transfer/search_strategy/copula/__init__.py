@@ -1,11 +1,14 @@
 """Gaussian-copula transfer tuning (Randall et al., ICS'23, arXiv 2401.04669) for MetaSchedule and vta_ext.
 
-* :mod:`.encoding`: design-space decisions <-> numeric vectors, repair, validated replay;
+* :mod:`.encoding`: design-space decisions <-> numeric vectors, repair, validated replay (the repair rule
+  and post-processing: :mod:`tvm_transfer.search_strategy.replay`);
 * :mod:`.copula`: the conditional Gaussian copula over the best source configurations;
 * :mod:`.budget`: the paper's hypergeometric few-shot budget;
 * :mod:`.sources`: source records from MetaSchedule work dirs;
+* :mod:`.anchors`: source records as rows per design space, and the sources' best configurations repaired
+  to a new task in the order worth trying;
 * :mod:`.sampler` / :mod:`.strategy`: copula proposals and the MetaSchedule search strategy;
-* :mod:`.vta`: the same for vta_ext knob spaces.
+* :mod:`tvm_transfer.vta.copula`: the same for vta_ext knob spaces.
 """
 
 from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget, success_probability

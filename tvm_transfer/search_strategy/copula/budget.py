@@ -1,6 +1,6 @@
 """The few-shot budget rule of Randall et al. (ICS'23, arXiv 2401.04669, "Transfer-Learning-Based Autotuning
 Using Gaussian Copula", https://ar5iv.labs.arxiv.org/html/2401.04669; the rule as implemented by the authors'
-GC_TLA ``gaussian_bias_check.py::generate_budget``, see ``/work/shared/notes/anchors.md`` section 5).
+GC_TLA ``gaussian_bias_check.py::generate_budget``).
 
 The copula is asked for ``|S|`` conditional samples (``|S|`` = size of the target's search space); ``C`` of
 them are unique. Among those, the number of "ideal" configurations is estimated as

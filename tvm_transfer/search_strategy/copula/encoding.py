@@ -12,11 +12,11 @@ fully described by those decisions, so this module maps them to a flat vector:
 Columns are named ``s<k>_tile<j>`` (tile ``k``'s factor ``j``, 1 = second outermost) and ``s<k>_x``.
 
 :meth:`SpaceEncoding.repair` turns any real vector (e.g. a copula sample for another shape) into valid
-decisions for *this* space's loop extents: tile factors are chosen innermost first as the divisor of the
-remaining extent nearest in log2 (the innermost also at most the instruction's ``max_innermost_factor``),
-categories are rounded and clipped. :meth:`SpaceEncoding.replay` applies decisions, checks that replay did not
-silently change them (TVM repairs invalid tile and location decisions without telling; compute locations are
-left to that snapping, which picks the nearest valid location), and runs the space's post-processors.
+decisions for *this* space's loop extents: tiles by the repair rule of
+:mod:`tvm_transfer.search_strategy.replay`, categories rounded and clipped. :meth:`SpaceEncoding.replay`
+applies decisions, checks that replay did not silently change them (TVM repairs invalid tile and location
+decisions without telling; compute locations are left to that snapping, which picks the nearest valid
+location), and runs the space's post-processors.
 
 Traces of measured records (any shape of the same operator kind) are matched to a space by their
 *signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
@@ -27,7 +27,6 @@ traces follows ``tenset_tools.features.trace``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +38,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from tenset_tools.features.trace import _int_values
+from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
 
 __all__ = [
     "SAMPLING_KINDS",
@@ -46,6 +46,7 @@ __all__ = [
     "SpaceEncoding",
     "decision_columns",
     "decision_vector",
+    "space_encodings",
     "trace_decisions",
     "trace_signature",
 ]
@@ -106,7 +107,7 @@ def decision_vector(decisions: Sequence[Decision]) -> np.ndarray:
     out: list[float] = []
     for decision in decisions:
         if isinstance(decision, list | tuple):
-            out += [math.log2(max(int(f), 1)) for f in decision[1:]]
+            out += tile_log2(decision)
         else:
             out.append(float(decision))
     return np.array(out, dtype=float)
@@ -126,10 +127,6 @@ class SamplingSite:
     @property
     def width(self) -> int:
         return self.n - 1 if self.kind == "SamplePerfectTile" else 1
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 class SpaceEncoding:
@@ -204,15 +201,7 @@ class SpaceEncoding:
             values = vector[pos : pos + site.width]
             pos += site.width
             if site.kind == "SamplePerfectTile":
-                remaining, inner = site.extent, []
-                for j in range(site.n - 2, -1, -1):  # innermost first
-                    options = _divisors(remaining)
-                    if j == site.n - 2 and site.max_innermost > 0:
-                        options = [d for d in options if d <= site.max_innermost]
-                    d = min(options, key=lambda x: (abs(math.log2(x) - values[j]), x))
-                    inner.append(d)
-                    remaining //= d
-                decisions.append([remaining, *reversed(inner)])
+                decisions.append(repair_tile_log2(values, site.extent, site.max_innermost))
             elif site.kind == "SampleCategorical":
                 decisions.append(int(np.clip(round(values[0]), 0, len(site.candidates) - 1)))
             else:
@@ -232,7 +221,7 @@ class SpaceEncoding:
             trace = trace.with_decision(inst, decision, remove_postproc=True)
         return trace
 
-    def replay(self, decisions: Sequence[Decision], postprocess: bool = True) -> Schedule | None:
+    def replay(self, decisions: Sequence[Decision]) -> Schedule | None:
         """The schedule of ``decisions`` after post-processing, or ``None`` when it is invalid: replay changed
         a tile or categorical decision (compute locations may snap), or a post-processor rejected it."""
         if len(decisions) != len(self.sites):
@@ -248,18 +237,8 @@ class SpaceEncoding:
                 np.atleast_1d(got)
             ):
                 return None
-        if postprocess:
-            # Mark where post-processing starts, as MetaSchedule's own replay does: a trace without the
-            # marker replays its post-processing instructions (GetLoops, Fuse, Parallel, ...) as if they were
-            # part of the space. A mutator that changes an earlier decision (MutateComputeLocation) then
-            # replays them on a different loop nest and trips TVM's uncaught internal check
-            # "old_outputs.size() == new_outputs.size()" inside EvolveWithCostModel.
-            sch.enter_postproc()
-            try:
-                if not all(p.apply(sch) for p in self.postprocs):
-                    return None
-            except Exception:
-                return None
+        if not postprocess(sch, self.postprocs):
+            return None
         return sch
 
     def space_size(self) -> int:
@@ -274,14 +253,25 @@ class SpaceEncoding:
         return size
 
 
+def space_encodings(
+    mod: tvm.IRModule, design_spaces: Sequence[Schedule], postprocs: Sequence[ms.postproc.Postproc]
+) -> dict[str, SpaceEncoding]:
+    """One encoding per design-space signature of ``design_spaces`` (the first space of each)."""
+    found: dict[str, SpaceEncoding] = {}
+    for space in design_spaces:
+        encoding = SpaceEncoding(mod, space, postprocs)
+        found.setdefault(encoding.signature, encoding)
+    return found
+
+
 def _count_tilings(extent: int, n: int, max_innermost: int) -> int:
     """Ordered factorizations of ``extent`` into ``n`` factors with the innermost <= ``max_innermost``."""
 
     def count(rest: int, parts: int) -> int:
         if parts == 1:
             return 1
-        return sum(count(rest // d, parts - 1) for d in _divisors(rest))
+        return sum(count(rest // d, parts - 1) for d in divisors(rest))
 
     return sum(
-        count(extent // d, n - 1) for d in _divisors(extent) if max_innermost <= 0 or d <= max_innermost
+        count(extent // d, n - 1) for d in divisors(extent) if max_innermost <= 0 or d <= max_innermost
     )

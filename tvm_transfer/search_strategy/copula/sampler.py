@@ -1,6 +1,6 @@
 """Copula proposals of MetaSchedule candidates for a new task, learned from other tasks' measured records.
 
-Source records are grouped by design-space signature (:func:`.encoding.trace_signature`); each group gets
+Source records are grouped by design-space signature (:func:`.anchors.rows_by_space`); each group gets
 a :class:`.copula.ConditionalCopula` over task descriptor + decision vector. For a target task, every design
 space whose signature has a copula is sampled (draws split in proportion to the group's kept source rows),
 samples are repaired to the target's loop extents, deduplicated, ordered and validated by replay +
@@ -20,15 +20,10 @@ import tvm
 from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
+from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
 from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget
 from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
-from tvm_transfer.search_strategy.copula.encoding import (
-    SpaceEncoding,
-    decision_columns,
-    decision_vector,
-    trace_decisions,
-    trace_signature,
-)
+from tvm_transfer.search_strategy.copula.encoding import SpaceEncoding, space_encodings
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 
 log = logging.getLogger(__name__)
@@ -54,9 +49,9 @@ class TraceCopulaSampler:
     quantile:
         Share of each source task's measured records kept (best first). The defaults (quantile 0.1,
         Gaussian-KDE marginals, ``"density"`` order) are the settings chosen on VTA (see
-        :class:`.vta.VtaCopulaSampler`); on CPU their draws alone beat the paper's (quantile 0.3,
-        truncated Gaussian, sampling order): 62-90% vs 46-62% of the best re-timed latency in the first
-        evaluation on matmul, 61-75% vs 39-52% on conv2d (seeds 4-6, ``docs/copula_search.md``).
+        :class:`tvm_transfer.vta.copula.VtaCopulaSampler`); on CPU their draws alone beat the paper's
+        (quantile 0.3, truncated Gaussian, sampling order) in the first evaluation on matmul and conv2d
+        (``docs/copula_search.md``).
     distribution:
         Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
     order:
@@ -68,13 +63,11 @@ class TraceCopulaSampler:
         Copula rows drawn per proposed candidate.
     anchors:
         Propose the configurations the copula was fitted on (each source task's best quantile), repaired to
-        the target's loop extents, before any draw: every source task's best first, nearest task (squared
-        descriptor distance) first, then every task's second best, and so on. Beyond the paper (``False``
+        the target's loop extents, before any draw, in :mod:`.anchors` order. Beyond the paper (``False``
         is its setting): the draws combine columns of different source configurations, while a source's
-        best tiling often stays good intact at a nearby shape. First evaluation, of the best re-timed
-        latency: CPU matmul 86-96% with anchors vs 62-90% draws only; CPU conv2d 61-80% vs 60-75%; with
-        the anchors measured in a pretrained model's order (:class:`.strategy.CopulaSearch` ``rank_pool``)
-        88-94% and 84-96% (``docs/copula_search.md``).
+        best tiling often stays good intact at a nearby shape; the anchors improve the first evaluation on
+        CPU matmul and conv2d, more so when measured in a pretrained model's order
+        (:class:`.strategy.CopulaSearch` ``rank_pool``; ``docs/copula_search.md``).
     """
 
     def __init__(
@@ -90,31 +83,15 @@ class TraceCopulaSampler:
         self.anchors = anchors
 
     def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
+        """Fit one copula per source design space with a finite measured record (replacing any earlier
+        fit); returns ``self``. Raises ``ValueError`` when no space has one."""
         if not records:
             raise ValueError("no source records to fit on")
-        groups: dict[str, list[dict]] = {}
-        descriptor_columns: dict[str, list[str]] = {}
-        for record in records:
-            try:
-                decisions = trace_decisions(record.trace)
-            except ValueError as error:  # an unsupported sampling instruction: not transferable
-                log.info("skipping a source record: %s", error)
-                continue
-            signature = trace_signature(record.trace)
-            row = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
-            row.update(record.descriptor, cost=record.seconds, task=record.task)
-            groups.setdefault(signature, []).append(row)
-            # Fused tasks of one design space can differ in argument count (a residual input, bias): the
-            # copula conditions on the descriptor columns all of them have.
-            shared = descriptor_columns.get(signature)
-            kept = record.descriptor if shared is None else shared
-            descriptor_columns[signature] = [c for c in kept if c in record.descriptor]
         self.copulas_: dict[str, ConditionalCopula] = {}
         self.weights_: dict[str, int] = {}
-        for signature, rows in groups.items():
-            frame = pd.DataFrame(rows)
+        for signature, (frame, descriptor_columns) in rows_by_space(records).items():
             values = [c for c in frame if c.startswith("s") and c[1:2].isdigit()]
-            descriptors = [c for c in descriptor_columns[signature] if c in frame]
+            descriptors = [c for c in descriptor_columns if c in frame]
             frame = frame.dropna(subset=descriptors + values)  # tasks whose descriptor lacks a column
             if not np.isfinite(frame["cost"]).any():
                 continue
@@ -139,15 +116,12 @@ class TraceCopulaSampler:
     ) -> list[SpaceEncoding]:
         """The target's design spaces (one per signature) that some source copula covers; with the target's
         ``descriptor``, only those whose copula conditions on columns it has (a warning names the others)."""
-        found: dict[str, SpaceEncoding] = {}
-        for space in design_spaces:
-            encoding = SpaceEncoding(mod, space, postprocs)
-            if encoding.signature in self.copulas_ and encoding.signature not in found:
-                found[encoding.signature] = encoding
+        spaces = space_encodings(mod, design_spaces, postprocs)
+        found = [encoding for signature, encoding in spaces.items() if signature in self.copulas_]
         if descriptor is None:
-            return list(found.values())
+            return found
         usable = []
-        for encoding in found.values():
+        for encoding in found:
             needed = self.copulas_[encoding.signature].descriptor_columns_
             missing = [c for c in needed if c not in descriptor]
             if missing:
@@ -172,26 +146,6 @@ class TraceCopulaSampler:
                 out.append((encoding.signature, repr(decisions), decisions))
         return out
 
-    def _anchor_decisions(self, encodings: Sequence[SpaceEncoding], descriptor: dict) -> list[tuple]:
-        """The copulas' kept source configurations repaired to each space, as (signature, key, decisions),
-        in anchor order (rank within its source task, then the task's distance to ``descriptor``)."""
-        ordered: list[tuple] = []
-        for encoding in encodings:
-            kept = self.copulas_[encoding.signature].kept_rows_
-            if not set(encoding.columns) <= set(kept.columns):
-                raise ValueError("source and target design spaces encode to different columns")
-            shared = [c for c in descriptor if c in kept.columns]
-            distance = ((kept[shared] - pd.Series(descriptor)[shared]) ** 2).sum(axis=1)
-            for row, cost, task, far in zip(
-                kept[encoding.columns].to_numpy(), kept["cost"], kept["task"], distance, strict=True
-            ):
-                decisions = encoding.repair(row)
-                ordered.append((task, cost, far, encoding.signature, repr(decisions), decisions))
-        frame = pd.DataFrame(ordered, columns=["task", "cost", "far", "sig", "key", "decisions"])
-        frame["rank"] = frame.groupby("task")["cost"].rank(method="first")
-        frame = frame.sort_values(["rank", "far"], kind="stable")
-        return list(zip(frame["sig"], frame["key"], frame["decisions"], strict=True))
-
     def propose(
         self,
         mod: tvm.IRModule,
@@ -209,7 +163,8 @@ class TraceCopulaSampler:
             return []
         by_signature = {e.signature: e for e in encodings}
         drawn = self._draw(encodings, descriptor, max(count * self.draws, 64), seed)
-        anchors = self._anchor_decisions(encodings, descriptor) if self.anchors else []
+        kept_rows = {e.signature: self.copulas_[e.signature].kept_rows_ for e in encodings}
+        anchors = anchor_decisions(encodings, kept_rows, descriptor) if self.anchors else []
         unique: dict[tuple, list] = {}
         for sig, key, decisions in anchors + drawn:
             unique.setdefault((sig, key), decisions)

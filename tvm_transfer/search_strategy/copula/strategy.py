@@ -1,7 +1,6 @@
 """MetaSchedule search strategies seeded by copula samples (:class:`CopulaSearch`).
 
-``CopulaSearch(sampler)`` wraps MetaSchedule's ``EvolutionarySearch`` (the recipe of
-``/work/shared/notes/tvm_metaschedule.md`` section 3.4): at ``pre_tuning`` it asks the fitted
+``CopulaSearch(sampler)`` wraps MetaSchedule's ``EvolutionarySearch``: at ``pre_tuning`` it asks the fitted
 :class:`.sampler.TraceCopulaSampler` for distinct, validated candidates of the task; the first batch
 measures them (best guess first); later batches evolve a population made of those seeds, the best
 records of the database and fresh random samples, under whatever cost model the tuner uses.
