@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from tvm_transfer.search_strategy.copula.sampling import CopulaSampler
@@ -10,7 +12,7 @@ from tvm_transfer.search_strategy.copula.sampling import CopulaSampler
 class _ScriptedTarget:
     """Candidates are integers keyed by themselves; draws cycle through ``drawn``, odd ones are invalid."""
 
-    def __init__(self, drawn: list[int], anchors: list[int] = (), centre: int = 100) -> None:
+    def __init__(self, drawn: list[int], anchors: Sequence[int] = (), centre: int = 100) -> None:
         self.drawn, self.anchor_list, self.centre_value = drawn, list(anchors), centre
         self.draw_calls: list[tuple[int, int]] = []
 
