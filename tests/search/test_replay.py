@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tvm_transfer.search_strategy.replay import repair_tile, repair_tile_log2
+from tvm_transfer.search_strategy.replay import nearest_log2, repair_tile, repair_tile_log2
 
 
 def test_repair_tile_always_tiles_the_new_extent():
@@ -20,3 +20,9 @@ def test_repair_keeps_dividing_factors_and_takes_the_nearest_divisor_in_log2():
     assert repair_tile([1, 2, 32], 64, max_innermost=16) == [2, 2, 16]
     # integer and log2 forms are one rule
     assert repair_tile([1, 8, 6], 96) == repair_tile_log2([3.0, np.log2(6)], 96) == [2, 8, 6]
+
+
+def test_nearest_log2_snaps_to_an_option_ties_to_the_smaller():
+    assert nearest_log2([1, 2, 4, 8], 2.4) == 4 and nearest_log2([1, 2, 4, 8], 30.0) == 8
+    assert nearest_log2([1, 7, 14], -3.0) == 1 and nearest_log2([1, 7, 14], 3.1) == 7
+    assert nearest_log2([2, 8], 2.0) == 2  # log2 4 is as far from 2 as from 8

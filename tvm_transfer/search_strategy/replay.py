@@ -28,12 +28,26 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
-__all__ = ["divisors", "postprocess", "repair_tile", "repair_tile_log2", "replay_trace", "tile_log2"]
+__all__ = [
+    "divisors",
+    "nearest_log2",
+    "postprocess",
+    "repair_tile",
+    "repair_tile_log2",
+    "replay_trace",
+    "tile_log2",
+]
 
 
 def divisors(n: int) -> list[int]:
     """The positive divisors of ``n``, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def nearest_log2(options: Sequence[int], wanted_log2: float) -> int:
+    """The option (a positive size, e.g. a tile factor) nearest to ``wanted_log2`` in log2; ties: the
+    smaller option. The snapping of the repair rule, for any set of allowed sizes."""
+    return min(options, key=lambda option: (abs(math.log2(option) - wanted_log2), option))
 
 
 def repair_tile_log2(inner_log2: Sequence[float], extent: int, max_innermost: int = 0) -> list[int]:

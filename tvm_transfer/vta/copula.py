@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget
-from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
+from tvm_transfer.search_strategy.copula.budget import BudgetEstimate
+from tvm_transfer.search_strategy.copula.copula import source_row
+from tvm_transfer.search_strategy.copula.sampling import CopulaSampler, Draw
+from tvm_transfer.search_strategy.replay import nearest_log2
 from vta_ext.compiler import compile_program
 from vta_ext.errors import InvalidConfigError
 from vta_ext.features import KNOB_NAMES, VTA_HW_FEATURE_NAMES, WORKLOAD_FEATURE_NAMES, visible_features
@@ -56,25 +58,24 @@ class KnobEncoding:
 
     def __init__(self, space: KnobSpace) -> None:
         self.space = space
-        self._log_options = {
-            name: np.log2(np.array(opts, dtype=float)) for name, opts in space.options.items()
-        }
 
-    def encode(self, knobs: Knobs) -> np.ndarray:
+    @staticmethod
+    def encode(knobs: Knobs) -> np.ndarray:
+        """log2 of every knob of ``KNOB_NAMES`` (an absent knob counts as 1)."""
         return np.array([math.log2(knobs.get(name, 1)) for name in KNOB_NAMES], dtype=float)
 
     def decode(self, vector: Sequence[float]) -> Knobs:
-        """The setting of the space nearest to ``vector`` (per knob, nearest option in log2; NaN -> 1)."""
+        """The setting of the space nearest to ``vector`` (per knob, nearest option in log2 by
+        :func:`~tvm_transfer.search_strategy.replay.nearest_log2`; NaN -> 1)."""
         if len(vector) != len(KNOB_NAMES):
             raise ValueError(
                 f"expected {len(KNOB_NAMES)} values ({', '.join(KNOB_NAMES)}), got {len(vector)}"
             )
         values = dict(zip(KNOB_NAMES, vector, strict=True))
-        knobs = {}
-        for name, logs in self._log_options.items():
-            value = values[name] if np.isfinite(values[name]) else 0.0
-            knobs[name] = self.space.options[name][int(np.argmin(np.abs(logs - value)))]
-        return knobs
+        return {
+            name: nearest_log2(options, values[name] if np.isfinite(values[name]) else 0.0)
+            for name, options in self.space.options.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -97,33 +98,24 @@ def _frame(records: Sequence[VtaRecord]) -> pd.DataFrame:
         raise ValueError("no source records")
     rows = []
     for r in records:
-        encoded = [math.log2(r.knobs.get(name, 1)) for name in KNOB_NAMES]
+        values = dict(zip(VALUE_COLUMNS, KnobEncoding.encode(r.knobs), strict=True))
         cost = r.latency if np.isfinite(r.latency) else math.inf
-        rows.append({**vta_descriptor(r.workload, r.hw), **dict(zip(VALUE_COLUMNS, encoded, strict=True)),
-                     "cost": cost, "task": f"{r.workload.key}@{r.hw.short_id()}"})  # fmt: skip
+        task = f"{r.workload.key}@{r.hw.short_id()}"
+        rows.append(source_row(values, vta_descriptor(r.workload, r.hw), cost, task))
     return pd.DataFrame(rows)
 
 
-class VtaCopulaSampler:
-    """Fit a :class:`ConditionalCopula` on source records of other VTA tasks; propose settings for a new one.
+class VtaCopulaSampler(CopulaSampler):
+    """Fit a conditional copula on source records of other VTA tasks; propose settings for a new one.
 
     Parameters
     ----------
-    quantile:
-        Share of each source task's settings kept (best first). The defaults (quantile 0.1, Gaussian-KDE
-        marginals, ``"density"`` order, ``max_r2`` 0.999) were chosen on VTA ResNet-18 leave-one-out with
-        source seeds 0-2 and checked on held-out seeds 3-5 (order) and 6-8 (``max_r2``), see
-        ``docs/copula_search.md``; the paper's settings are quantile 0.3, ``"truncated_gaussian"``,
-        ``"sample"`` order.
-    distribution:
-        Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
-    order:
-        One of :data:`.copula.ORDERS`: ``"frequency"``: unique repaired settings most often generated first
-        (the copula's modes, ties in sampling order); ``"sample"``: the paper's order, first generated
-        first; ``"centre"``: the decoded conditional centre first, then by frequency; ``"density"``: the
-        centre first, then by conditional copula density.
-    draws:
-        Copula rows drawn per proposal call, as a multiple of the number of settings asked for.
+    quantile, distribution, order, draws:
+        As for :class:`~tvm_transfer.search_strategy.copula.sampling.CopulaSampler`. The defaults
+        (quantile 0.1, Gaussian-KDE marginals, ``"density"`` order, ``max_r2`` 0.999) were chosen on VTA
+        ResNet-18 leave-one-out with source seeds 0-2 and checked on held-out seeds 3-5 (order) and 6-8
+        (``max_r2``), see ``docs/copula_search.md``; the paper's settings are quantile 0.3,
+        ``"truncated_gaussian"``, ``"sample"`` order.
     validate:
         Drop proposals that vta_ext's compiler rejects (scratchpad overflow, virtual-thread split; the
         static checks MetaSchedule's post-processors do for CPU schedules). Compiling is cheaper than a
@@ -131,7 +123,7 @@ class VtaCopulaSampler:
     descriptor:
         Descriptor columns to condition on (default: all of :data:`DESCRIPTOR_COLUMNS`).
     max_r2:
-        Drop near-collinear descriptor columns from the conditioning (see :class:`.copula.ConditionalCopula`;
+        Drop near-collinear descriptor columns from the conditioning (see ``ConditionalCopula``;
         1.0 keeps all but exact duplicates). ResNet-18's layer descriptors are strongly collinear (channels
         double where the height halves), so 0.999 conditions on height, output channels and kernel only.
         Chosen on source seeds 0-2 after the order, checked on held-out seeds 6-8.
@@ -147,59 +139,64 @@ class VtaCopulaSampler:
         descriptor: Sequence[str] | None = None,
         max_r2: float = 0.999,
     ) -> None:
-        check_order(order)
+        super().__init__(quantile, distribution, order, draws)
         unknown = set(descriptor or ()) - set(DESCRIPTOR_COLUMNS)
         if unknown:
             raise ValueError(f"unknown descriptor columns {sorted(unknown)}; known: {DESCRIPTOR_COLUMNS}")
-        self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
         self.validate, self.max_r2 = validate, max_r2
         self.descriptor = list(descriptor) if descriptor else list(DESCRIPTOR_COLUMNS)
 
     def fit(self, records: Sequence[VtaRecord]) -> VtaCopulaSampler:
-        self.copula_ = ConditionalCopula(self.quantile, self.distribution, self.max_r2).fit(
-            _frame(records), self.descriptor, VALUE_COLUMNS
-        )
+        """Fit the copula on ``records`` (replacing any earlier fit); returns ``self``."""
+        self.copula_ = self._fit_copula(_frame(records), self.descriptor, VALUE_COLUMNS, self.max_r2)
         return self
-
-    def _decoded(
-        self, encoding: KnobEncoding, descriptor: dict[str, float], n: int, seed: int
-    ) -> list[Knobs]:
-        """``n`` copula draws conditioned on ``descriptor``, each snapped into ``encoding``'s space."""
-        rows = self.copula_.sample(descriptor, n, seed=seed).to_numpy()
-        return [encoding.decode(row) for row in rows]
 
     def propose(self, workload: VtaWorkload, hw: HwConfig, count: int, seed: int = 0) -> list[Knobs]:
         """Up to ``count`` distinct settings of ``workload``'s space from the conditioned copula."""
-        space = KnobSpace(workload, hw)
-        encoding = KnobEncoding(space)
-        descriptor = vta_descriptor(workload, hw)
-        decoded = self._decoded(encoding, descriptor, max(count * self.draws, 64), seed)
-        names = list(space.names)
-        centre = None
-        if self.order in CENTRED_ORDERS:
-            centre = tuple(encoding.decode(self.copula_.centre(descriptor).to_numpy()[0]).values())
-
-        def density(keys):
-            vectors = [encoding.encode(dict(zip(names, key, strict=True))) for key in keys]
-            return self.copula_.log_density(descriptor, pd.DataFrame(vectors, columns=VALUE_COLUMNS))
-
-        out: list[Knobs] = []
-        for key, _ in ranked((tuple(k.values()) for k in decoded), self.order, centre, density):
-            if len(out) >= count:
-                break
-            knobs = dict(zip(names, key, strict=True))
-            if not self.validate or _compiles(workload, knobs, hw):
-                out.append(knobs)
-        return out
+        return [knobs for knobs, _, _ in self._propose(_KnobDraws(self, workload, hw), count, seed)]
 
     def budget(
         self, workload: VtaWorkload, hw: HwConfig, success_bar: float = 0.5, seed: int = 0
     ) -> BudgetEstimate:
-        """The paper's few-shot budget: |S| conditional draws, C unique after repair."""
-        space = KnobSpace(workload, hw)
-        decoded = self._decoded(KnobEncoding(space), vta_descriptor(workload, hw), len(space), seed)
-        unique = {tuple(k.values()) for k in decoded}
-        return estimate_budget(len(space), len(unique), success_bar=success_bar)
+        """The paper's few-shot budget: |S| conditional draws, C unique after decoding."""
+        draws = _KnobDraws(self, workload, hw)
+        size = len(draws.encoding.space)
+        return self._budget(draws, size, size, seed, success_bar)
+
+
+class _KnobDraws:
+    """A target VTA task as :class:`~tvm_transfer.search_strategy.copula.sampling.TargetDraws`: candidates
+    are knob settings of its space, keyed by their values in the space's knob order."""
+
+    def __init__(self, sampler: VtaCopulaSampler, workload: VtaWorkload, hw: HwConfig) -> None:
+        self.sampler, self.workload, self.hw = sampler, workload, hw
+        self.encoding = KnobEncoding(KnobSpace(workload, hw))
+        self.descriptor = vta_descriptor(workload, hw)
+
+    def _candidate(self, row: Sequence[float]) -> Draw:
+        knobs = self.encoding.decode(row)
+        return tuple(knobs.values()), knobs
+
+    def draw(self, n: int, seed: int) -> list[Draw]:
+        rows = self.sampler.copula_.sample(self.descriptor, n, seed=seed).to_numpy()
+        return [self._candidate(row) for row in rows]
+
+    def centre(self) -> Draw:
+        return self._candidate(self.sampler.copula_.centre(self.descriptor).to_numpy()[0])
+
+    def anchors(self) -> list[Draw]:
+        return []
+
+    def log_density(self, candidates: Sequence[Knobs]) -> Sequence[float]:
+        vectors = [KnobEncoding.encode(knobs) for knobs in candidates]
+        frame = pd.DataFrame(vectors, columns=VALUE_COLUMNS)
+        return self.sampler.copula_.log_density(self.descriptor, frame)
+
+    def validate(self, candidate: Knobs) -> Knobs | None:
+        """The setting, or ``None`` when the sampler validates and vta_ext's compiler rejects it."""
+        if self.sampler.validate and not _compiles(self.workload, candidate, self.hw):
+            return None
+        return candidate
 
 
 def _compiles(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> bool:

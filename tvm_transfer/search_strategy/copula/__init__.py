@@ -7,8 +7,9 @@
 * :mod:`.sources`: source records from MetaSchedule work dirs;
 * :mod:`.anchors`: source records as rows per design space, and the sources' best configurations repaired
   to a new task in the order worth trying;
-* :mod:`.sampler` / :mod:`.strategy`: copula proposals and the MetaSchedule search strategy;
-* :mod:`tvm_transfer.vta.copula`: the same for vta_ext knob spaces.
+* :mod:`.sampling`: the proposal loop and budget estimate every copula sampler shares;
+* :mod:`.sampler` / :mod:`.strategy`: copula proposals of MetaSchedule candidates and the search strategy;
+* :mod:`tvm_transfer.vta.copula`: the sampler for vta_ext knob spaces.
 """
 
 from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget, success_probability

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from tvm_transfer.search_strategy.copula.copula import source_row
 from tvm_transfer.search_strategy.copula.encoding import (
     SpaceEncoding,
     decision_columns,
@@ -41,9 +42,10 @@ def rows_by_space(records: Sequence[SourceRecord]) -> dict[str, tuple[pd.DataFra
             log.info("skipping a source record: %s", error)
             continue
         signature = trace_signature(record.trace)
-        row = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
-        row.update(record.descriptor, cost=record.seconds, task=record.task)
-        groups.setdefault(signature, []).append(row)
+        values = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
+        groups.setdefault(signature, []).append(
+            source_row(values, record.descriptor, record.seconds, record.task)
+        )
         # Fused tasks of one design space can differ in argument count (a residual input, bias): keep the
         # descriptor columns all of them have.
         shared = descriptor_columns.get(signature)

@@ -23,7 +23,15 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DISTRIBUTIONS", "ORDERS", "ConditionalCopula", "best_quantile", "check_order", "ranked"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "ORDERS",
+    "ConditionalCopula",
+    "best_quantile",
+    "check_order",
+    "ranked",
+    "source_row",
+]
 
 #: Orders of proposals (the one place that defines them):
 #:
@@ -81,6 +89,14 @@ DISTRIBUTIONS = {
     "beta": "copulas.univariate.BetaUnivariate",
     "auto": "copulas.univariate.Univariate",
 }
+
+
+def source_row(
+    values: Mapping[str, float], descriptor: Mapping[str, float], cost: float, task: str
+) -> dict[str, float | str]:
+    """One row of the source frame :meth:`ConditionalCopula.fit` takes: a measured configuration's encoded
+    ``values``, its task's ``descriptor``, its ``cost`` (seconds; non-finite = failed) and its ``task``."""
+    return {**values, **descriptor, "cost": cost, "task": task}
 
 
 def best_quantile(

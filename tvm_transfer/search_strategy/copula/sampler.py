@@ -3,14 +3,14 @@
 Source records are grouped by design-space signature (:func:`.anchors.rows_by_space`); each group gets
 a :class:`.copula.ConditionalCopula` over task descriptor + decision vector. For a target task, every design
 space whose signature has a copula is sampled (draws split in proportion to the group's kept source rows),
-samples are repaired to the target's loop extents, deduplicated, ordered and validated by replay +
-post-processing (:meth:`.encoding.SpaceEncoding.replay`).
+samples are repaired to the target's loop extents and go through the shared loop of
+:class:`.sampling.CopulaSampler` (deduplicated, ordered, validated by replay + post-processing:
+:meth:`.encoding.SpaceEncoding.replay`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,9 +21,10 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
-from tvm_transfer.search_strategy.copula.budget import BudgetEstimate, estimate_budget
-from tvm_transfer.search_strategy.copula.copula import CENTRED_ORDERS, ConditionalCopula, check_order, ranked
+from tvm_transfer.search_strategy.copula.budget import BudgetEstimate
+from tvm_transfer.search_strategy.copula.copula import ConditionalCopula
 from tvm_transfer.search_strategy.copula.encoding import SpaceEncoding, space_encodings
+from tvm_transfer.search_strategy.copula.sampling import CopulaSampler, Draw
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 
 log = logging.getLogger(__name__)
@@ -41,26 +42,17 @@ class Proposal:
     frequency: int
 
 
-class TraceCopulaSampler:
+class TraceCopulaSampler(CopulaSampler):
     """Fit copulas on source records; propose valid, distinct candidates for a target task.
 
     Parameters
     ----------
-    quantile:
-        Share of each source task's measured records kept (best first). The defaults (quantile 0.1,
-        Gaussian-KDE marginals, ``"density"`` order) are the settings chosen on VTA (see
+    quantile, distribution, order, draws:
+        As for :class:`.sampling.CopulaSampler`. The defaults (quantile 0.1, Gaussian-KDE marginals,
+        ``"density"`` order) are the settings chosen on VTA (see
         :class:`tvm_transfer.vta.copula.VtaCopulaSampler`); on CPU their draws alone beat the paper's
         (quantile 0.3, truncated Gaussian, sampling order) in the first evaluation on matmul and conv2d
         (``docs/copula_search.md``).
-    distribution:
-        Marginal distribution of the copula columns (see :data:`.copula.DISTRIBUTIONS`).
-    order:
-        One of :data:`.copula.ORDERS`. ``"density"`` (default): the repaired conditional centre first,
-        then the distinct draws by conditional copula density; ``"centre"``: the centre first, then by
-        frequency; ``"frequency"``: the repaired candidates the copula generates most often first (its
-        modes); ``"sample"``: first generated first (the paper's order).
-    draws:
-        Copula rows drawn per proposed candidate.
     anchors:
         Propose the configurations the copula was fitted on (each source task's best quantile), repaired to
         the target's loop extents, before any draw, in :mod:`.anchors` order. Beyond the paper (``False``
@@ -78,8 +70,7 @@ class TraceCopulaSampler:
         draws: int = 8,
         anchors: bool = True,
     ) -> None:
-        check_order(order)
-        self.quantile, self.distribution, self.order, self.draws = quantile, distribution, order, draws
+        super().__init__(quantile, distribution, order, draws)
         self.anchors = anchors
 
     def fit(self, records: Sequence[SourceRecord]) -> TraceCopulaSampler:
@@ -95,9 +86,8 @@ class TraceCopulaSampler:
             frame = frame.dropna(subset=descriptors + values)  # tasks whose descriptor lacks a column
             if not np.isfinite(frame["cost"]).any():
                 continue
-            copula = ConditionalCopula(self.quantile, self.distribution)
             try:
-                copula.fit(frame, descriptors, values)
+                copula = self._fit_copula(frame, descriptors, values)
             except ValueError as error:
                 log.info("no copula for one design space: %s", error)
                 continue
@@ -131,21 +121,6 @@ class TraceCopulaSampler:
                 usable.append(encoding)
         return usable
 
-    def _draw(self, encodings: Sequence[SpaceEncoding], descriptor: dict, n: int, seed: int) -> list[tuple]:
-        """``n`` repaired draws split over the spaces, as (signature, decisions-json) in draw order."""
-        total = sum(self.weights_[e.signature] for e in encodings)
-        out: list[tuple] = []
-        for i, encoding in enumerate(encodings):
-            share = max(1, round(n * self.weights_[encoding.signature] / total))
-            copula = self.copulas_[encoding.signature]
-            frame = copula.sample(descriptor, share, seed=seed + i)
-            if list(frame.columns) != encoding.columns:
-                raise ValueError("source and target design spaces encode to different columns")
-            for row in frame.to_numpy():
-                decisions = encoding.repair(row)
-                out.append((encoding.signature, repr(decisions), decisions))
-        return out
-
     def propose(
         self,
         mod: tvm.IRModule,
@@ -161,50 +136,11 @@ class TraceCopulaSampler:
         if not encodings:
             log.warning("no design space of this task matches a source design space: no copula samples")
             return []
-        by_signature = {e.signature: e for e in encodings}
-        drawn = self._draw(encodings, descriptor, max(count * self.draws, 64), seed)
-        kept_rows = {e.signature: self.copulas_[e.signature].kept_rows_ for e in encodings}
-        anchors = anchor_decisions(encodings, kept_rows, descriptor) if self.anchors else []
-        unique: dict[tuple, list] = {}
-        for sig, key, decisions in anchors + drawn:
-            unique.setdefault((sig, key), decisions)
-        centre = None
-        if self.order in CENTRED_ORDERS:
-            # The centre of the space with the most kept source rows (the one that gets most draws).
-            space = max(encodings, key=lambda e: self.weights_[e.signature])
-            row = self.copulas_[space.signature].centre(descriptor).to_numpy()[0]
-            decisions = space.repair(row)
-            centre = (space.signature, repr(decisions))
-            unique.setdefault(centre, decisions)
-
-        def density(keys: list[tuple]) -> list[float]:
-            """Conditional copula log density of each (signature, decisions) key, per space."""
-            scores = [0.0] * len(keys)
-            for sig, encoding in by_signature.items():
-                at = [i for i, (s, _) in enumerate(keys) if s == sig]
-                if not at:
-                    continue
-                vectors = [encoding.encode(unique[keys[i]]) for i in at]
-                frame = pd.DataFrame(vectors, columns=encoding.columns)
-                for i, value in zip(at, self.copulas_[sig].log_density(descriptor, frame), strict=True):
-                    scores[i] = float(value)
-            return scores
-
-        anchor_counts = Counter((sig, key) for sig, key, _ in anchors)  # insertion-ordered: anchor order
-        keys = ((sig, key) for sig, key, _ in drawn)
-        sequence = list(anchor_counts.items()) + [
-            (key, times)
-            for key, times in ranked(keys, self.order, centre, density)
-            if key not in anchor_counts
+        found = self._propose(_TraceDraws(self, encodings, descriptor), count, seed)
+        return [
+            Proposal(schedule, decisions, signature, times)
+            for (signature, decisions), schedule, times in found
         ]
-        proposals: list[Proposal] = []
-        for (sig, key), times in sequence:
-            if len(proposals) >= count:
-                break
-            schedule = by_signature[sig].replay(unique[(sig, key)])
-            if schedule is not None:
-                proposals.append(Proposal(schedule, unique[(sig, key)], sig, times))
-        return proposals
 
     def budget(
         self,
@@ -224,5 +160,67 @@ class TraceCopulaSampler:
         if not encodings:
             raise ValueError("no design space of this task matches a source design space")
         size = sum(e.space_size() for e in encodings)
-        drawn = self._draw(encodings, descriptor, min(size, max_draws), seed)
-        return estimate_budget(size, len({(sig, key) for sig, key, _ in drawn}), success_bar=success_bar)
+        draws = _TraceDraws(self, encodings, descriptor)
+        return self._budget(draws, size, min(size, max_draws), seed, success_bar)
+
+
+class _TraceDraws:
+    """A target task's covered design spaces as :class:`.sampling.TargetDraws`: candidates are
+    (signature, decisions), keyed by (signature, repr of the decisions)."""
+
+    def __init__(
+        self, sampler: TraceCopulaSampler, encodings: Sequence[SpaceEncoding], descriptor: dict[str, float]
+    ) -> None:
+        self.sampler, self.descriptor = sampler, descriptor
+        self.by_signature = {e.signature: e for e in encodings}
+
+    def draw(self, n: int, seed: int) -> list[Draw]:
+        """``n`` repaired draws split over the spaces in proportion to their kept source rows."""
+        weights = self.sampler.weights_
+        total = sum(weights[sig] for sig in self.by_signature)
+        out: list[Draw] = []
+        for i, (signature, encoding) in enumerate(self.by_signature.items()):
+            share = max(1, round(n * weights[signature] / total))
+            frame = self.sampler.copulas_[signature].sample(self.descriptor, share, seed=seed + i)
+            if list(frame.columns) != encoding.columns:
+                raise ValueError("source and target design spaces encode to different columns")
+            out += [self._candidate(signature, encoding.repair(row)) for row in frame.to_numpy()]
+        return out
+
+    @staticmethod
+    def _candidate(signature: str, decisions: list) -> Draw:
+        return (signature, repr(decisions)), (signature, decisions)
+
+    def centre(self) -> Draw:
+        """The repaired centre of the space with the most kept source rows (the one that gets most draws)."""
+        signature = max(self.by_signature, key=lambda sig: self.sampler.weights_[sig])
+        row = self.sampler.copulas_[signature].centre(self.descriptor).to_numpy()[0]
+        return self._candidate(signature, self.by_signature[signature].repair(row))
+
+    def anchors(self) -> list[Draw]:
+        if not self.sampler.anchors:
+            return []
+        encodings = list(self.by_signature.values())
+        kept_rows = {sig: self.sampler.copulas_[sig].kept_rows_ for sig in self.by_signature}
+        return [
+            ((sig, key), (sig, decisions))
+            for sig, key, decisions in anchor_decisions(encodings, kept_rows, self.descriptor)
+        ]
+
+    def log_density(self, candidates: Sequence[tuple[str, list]]) -> list[float]:
+        """Conditional copula log density of each (signature, decisions), per space."""
+        scores = [0.0] * len(candidates)
+        for signature, encoding in self.by_signature.items():
+            at = [i for i, (sig, _) in enumerate(candidates) if sig == signature]
+            if not at:
+                continue
+            vectors = [encoding.encode(candidates[i][1]) for i in at]
+            frame = pd.DataFrame(vectors, columns=encoding.columns)
+            density = self.sampler.copulas_[signature].log_density(self.descriptor, frame)
+            for i, value in zip(at, density, strict=True):
+                scores[i] = float(value)
+        return scores
+
+    def validate(self, candidate: tuple[str, list]) -> Schedule | None:
+        signature, decisions = candidate
+        return self.by_signature[signature].replay(decisions)
