@@ -59,8 +59,7 @@ def repair_tile_log2(inner_log2: Sequence[float], extent: int, max_innermost: in
         options = divisors(remaining)
         if j == len(inner_log2) - 1 and max_innermost > 0:
             options = [d for d in options if d <= max_innermost]
-        wanted = inner_log2[j]
-        factor = min(options, key=lambda d: (abs(math.log2(d) - wanted), d))
+        factor = nearest_log2(options, inner_log2[j])
         inner.append(factor)
         remaining //= factor
     return [remaining, *reversed(inner)]
