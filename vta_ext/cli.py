@@ -44,7 +44,7 @@ def _add_measure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--knobs", required=True, help="JSON, e.g. '{\"tile_h\": 4, ...}'")
 
 
-def _report_measure(args: argparse.Namespace) -> int:
+def _run_measure(args: argparse.Namespace) -> int:
     result = measure(args.layer, json.loads(args.knobs), args.hw)
     out = {
         "valid": result.valid,
@@ -60,7 +60,7 @@ def _report_measure(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
-def _report_space(args: argparse.Namespace) -> int:
+def _run_space(args: argparse.Namespace) -> int:
     space = KnobSpace(args.layer, args.hw)
     print(f"{args.layer.name}: {len(space)} configurations")
     for name, options in space.options.items():
@@ -73,9 +73,9 @@ COMMANDS: tuple[Command, ...] = (
         "measure",
         "measure one knob setting and print the result as JSON",
         _add_measure_arguments,
-        _report_measure,
+        _run_measure,
     ),
-    Command("space", "print the knob space of a layer", add_layer_arguments, _report_space),
+    Command("space", "print the knob space of a layer", add_layer_arguments, _run_space),
 )
 
 

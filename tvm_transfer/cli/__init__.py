@@ -75,7 +75,7 @@ def _report(args: argparse.Namespace, result) -> int:
     return 0
 
 
-def _cmd_tune(args: argparse.Namespace) -> int:
+def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.workloads import parse_workload
@@ -109,7 +109,7 @@ def _selection(args: argparse.Namespace):
         raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
 
-def _cmd_tune_network(args: argparse.Namespace) -> int:
+def _run_tune_network(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_strategy
     from tvm_transfer.tuning.compile import compile_network
     from tvm_transfer.tuning.network import tune_network
@@ -133,7 +133,7 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
     return status
 
 
-def _cmd_compile(args: argparse.Namespace) -> int:
+def _run_compile(args: argparse.Namespace) -> int:
     from tvm_transfer.tuning.compile import compile_network
 
     result = compile_network(args.network, _work_dir(args, args.network), target=resolve_target(args))
@@ -144,7 +144,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_target(args: argparse.Namespace) -> int:
+def _run_target(args: argparse.Namespace) -> int:
     from tvm_transfer.target import hardware_params
 
     target = resolve_target(args)
@@ -236,12 +236,12 @@ _SHAPES = "; ".join(
 
 #: The operator and network commands; :func:`build_parser` adds the copula and VTA ones after them.
 COMMANDS: tuple[Command, ...] = (
-    Command("tune", "tune one operator", _add_tune_arguments, _cmd_tune, description=f"Shapes: {_SHAPES}."),
+    Command("tune", "tune one operator", _add_tune_arguments, _run_tune, description=f"Shapes: {_SHAPES}."),
     Command(
         "demo",
         f"the built-in default: tune a ResNet-18 {DEMO_KIND} layer for {DEMO_TRIALS} trials",
         add_tuning_arguments,
-        _cmd_tune,
+        _run_tune,
         description=None,
         defaults={"kind": DEMO_KIND, "shape": None, "no_reference": False, "trials": DEMO_TRIALS},
     ),
@@ -249,21 +249,21 @@ COMMANDS: tuple[Command, ...] = (
         "tune-network",
         "tune every task of a small PyTorch network",
         _add_tune_network_arguments,
-        _cmd_tune_network,
+        _run_tune_network,
         description=None,
     ),
     Command(
         "compile",
         "build a tuned network, run it and check it against PyTorch",
         _add_compile_arguments,
-        _cmd_compile,
+        _run_compile,
         description=None,
     ),
     Command(
         "target",
         "show the host target and its hardware features",
         add_target_arguments,
-        _cmd_target,
+        _run_target,
         description=None,
     ),
 )

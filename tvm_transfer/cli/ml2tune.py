@@ -82,7 +82,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def _run(
+def _tune_one(
     method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namespace, prior: TransferPrior | None
 ) -> TuneRun:
     cache = None
@@ -106,7 +106,7 @@ def _run(
     return run
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _run_ml2tune(args: argparse.Namespace) -> int:
     """Tune every (layer, method, seed), print the summary table; 1 if a run found no valid profile."""
     if args.budget < 1 or args.batch_size < 1:
         raise SystemExit("ml2tune: --budget and --batch-size must be positive")
@@ -124,7 +124,7 @@ def _run_command(args: argparse.Namespace) -> int:
     for layer in args.layers:
         for method in methods:
             for seed in args.seeds:
-                run = _run(method, layer, args.hw, seed, args, prior)
+                run = _tune_one(method, layer, args.hw, seed, args, prior)
                 best = run.best
                 rows.append(
                     {
@@ -157,7 +157,7 @@ COMMAND = Command(
     "ml2tune",
     "tune ResNet-18 conv layers on the extended VTA (baseline or ML2Tuner)",
     _add_arguments,
-    _run_command,
+    _run_ml2tune,
     description="Tune ResNet-18 C2..C11 knob spaces on a vta_ext hardware config. A profile is one "
     "simulated measurement; invalid profiles are wasted. See docs/ml2tuner.md.",
 )

@@ -19,7 +19,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write records to this Parquet file (shared dataset schema)")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run_vta_tune(args: argparse.Namespace) -> int:
     """Tune, print the counts and the best configuration's latency (ms) and GOPS; 1 if none was valid."""
     result = tune(args.layer, args.hw, args.method, args.budget, args.seed, network="resnet-18")
     print(f"{args.layer.name}: {result.n_valid} valid, {result.n_invalid} invalid of {len(result.records)}")
@@ -36,4 +36,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("vta-tune", "tune a layer's knobs and print the best configuration", _add_arguments, _run)
+COMMAND = Command(
+    "vta-tune", "tune a layer's knobs and print the best configuration", _add_arguments, _run_vta_tune
+)
