@@ -1,9 +1,9 @@
 """``tenset-tools``: convert Ansor/TenSet measure records and MetaSchedule databases to the dataset format,
 prune and split datasets.
 
-Each subcommand is a :class:`Command` (name, help, argument setup, run function) listed in
-:data:`COMMANDS`; a new subcommand is one more entry. Other distributions add subcommands through the
-``tenset_tools.commands`` entry-point group (see :func:`_add_plugin_commands`). Flag names follow
+Each subcommand is a :class:`~tenset_tools.command.Command` (name, help, argument setup, run function)
+listed in :data:`COMMANDS`; a new subcommand is one more entry. Other distributions add subcommands through
+the ``tenset_tools.commands`` entry-point group (see :func:`plugin_commands`). Flag names follow
 TenSet's scripts where they mean the same thing (``--split-scheme``, ``--train-ratio``, ``--seed``,
 ``--min-sample-size``, ``--out-file``).
 """
@@ -14,18 +14,12 @@ import argparse
 import importlib.metadata
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+from tenset_tools import command
+from tenset_tools.command import Command
 
-
-class Command(NamedTuple):
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+__all__ = ["COMMANDS", "PLUGIN_GROUP", "build_parser", "main", "plugin_commands"]
 
 
 def markdown_table(rows: list[tuple[str, object]], header: tuple[str, str] = ("quantity", "value")) -> str:
@@ -259,45 +253,26 @@ COMMANDS: tuple[Command, ...] = (
 PLUGIN_GROUP = "tenset_tools.commands"
 
 
-def _add_plugin_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Let each ``tenset_tools.commands`` entry point add its subcommand.
-
-    An entry point is a callable ``register(subparsers)`` that adds one parser whose defaults set ``run``
-    (``args -> exit code``). This is how commands that need the TVM plug-ins join this command line
-    without this package importing them (dependencies point one way). A plug-in that fails to load is
-    reported and left out.
-    """
-    for entry_point in sorted(importlib.metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
-        try:
-            register = entry_point.load()
-        except Exception as error:  # a broken plug-in must not take the built-in commands down
-            print(f"tenset-tools: command {entry_point.name!r} unavailable ({error})", file=sys.stderr)
-            continue
-        register(subparsers)
+def plugin_commands() -> list[Command]:
+    """The commands of the installed ``tenset_tools.commands`` entry points (each a :class:`Command` or a
+    sequence of them). This is how commands that need the TVM plug-ins join this command line without
+    this package importing them (dependencies point one way)."""
+    return command.load_commands(importlib.metadata.entry_points(group=PLUGIN_GROUP), "tenset-tools")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tenset-tools",
-        description="TenSet-style datasets for TVM cost models: convert Ansor/TenSet measure records "
+    """The ``tenset-tools`` parser: the built-in :data:`COMMANDS`, then the plug-ins' commands."""
+    return command.build_parser(
+        "tenset-tools",
+        "TenSet-style datasets for TVM cost models: convert Ansor/TenSet measure records "
         "(dataset/measure_records/<hardware>/*.json) and MetaSchedule databases to Parquet, prune and "
         "split them; with tvm-transfer installed also collect, train and eval.",
+        [*COMMANDS, *plugin_commands()],
+        metavar="COMMAND",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
-        command.add_arguments(sub)
-        sub.set_defaults(run=command.run)
-    _add_plugin_commands(subparsers)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tenset-tools`` console script; returns the process exit code."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (OSError, ValueError) as error:
-        # SchemaVersionError and DatasetFormatError are ValueErrors with a message saying what to do.
-        print(f"tenset-tools {args.command}: error: {error}", file=sys.stderr)
-        return 1
+    # SchemaVersionError and DatasetFormatError are ValueErrors with a message saying what to do.
+    return command.run(build_parser(), argv, errors=(OSError, ValueError))

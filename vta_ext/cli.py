@@ -7,6 +7,8 @@ import json
 import math
 import sys
 
+from tenset_tools import command
+from tenset_tools.command import Command
 from vta_ext.hw import HwConfig, preset
 from vta_ext.knobs import KnobSpace
 from vta_ext.measure import measure
@@ -30,28 +32,19 @@ def _hw(value: str) -> HwConfig:
         return HwConfig.load(value)
 
 
-def add_layer_command(
-    commands: argparse._SubParsersAction, name: str, help_text: str
-) -> argparse.ArgumentParser:
-    """A subcommand taking a layer name and ``--hw`` (a preset or a config JSON) as ``args.layer`` and
-    ``args.hw``."""
-    cmd = commands.add_parser(name, help=help_text, description=help_text)
-    cmd.add_argument("layer", type=_workload, help=f"one of {', '.join(LAYERS)}")
-    cmd.add_argument("--hw", type=_hw, default=HwConfig(), help="preset (default, evta) or config JSON")
-    return cmd
+def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
+    """A layer name and ``--hw`` (a preset or a config JSON), parsed into ``args.layer`` (a
+    :class:`VtaWorkload`) and ``args.hw`` (a :class:`HwConfig`)."""
+    parser.add_argument("layer", type=_workload, help=f"one of {', '.join(LAYERS)}")
+    parser.add_argument("--hw", type=_hw, default=HwConfig(), help="preset (default, evta) or config JSON")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vta-ext", description="Extended VTA: compile, simulate, time.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    measure_cmd = add_layer_command(sub, "measure", "measure one knob setting and print the result as JSON")
-    measure_cmd.add_argument("--knobs", required=True, help="JSON, e.g. '{\"tile_h\": 4, ...}'")
-    add_layer_command(sub, "space", "print the knob space of a layer")
-    return parser
+def _add_measure_arguments(parser: argparse.ArgumentParser) -> None:
+    add_layer_arguments(parser)
+    parser.add_argument("--knobs", required=True, help="JSON, e.g. '{\"tile_h\": 4, ...}'")
 
 
-def _report_measure(args: argparse.Namespace) -> int:
+def _run_measure(args: argparse.Namespace) -> int:
     result = measure(args.layer, json.loads(args.knobs), args.hw)
     out = {
         "valid": result.valid,
@@ -67,7 +60,7 @@ def _report_measure(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
-def _report_space(args: argparse.Namespace) -> int:
+def _run_space(args: argparse.Namespace) -> int:
     space = KnobSpace(args.layer, args.hw)
     print(f"{args.layer.name}: {len(space)} configurations")
     for name, options in space.options.items():
@@ -75,10 +68,21 @@ def _report_space(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "measure",
+        "measure one knob setting and print the result as JSON",
+        _add_measure_arguments,
+        _run_measure,
+    ),
+    Command("space", "print the knob space of a layer", add_layer_arguments, _run_space),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handlers = {"measure": _report_measure, "space": _report_space}
-    return handlers[args.command](args)
+    """Entry point of the ``vta-ext`` console script; returns the process exit code (1: invalid setting)."""
+    parser = command.build_parser("vta-ext", "Extended VTA: compile, simulate, time.", COMMANDS)
+    return command.run(parser, argv)
 
 
 if __name__ == "__main__":

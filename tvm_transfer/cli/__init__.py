@@ -8,14 +8,24 @@ import logging
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tenset_tools import command
+from tenset_tools.command import Command
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
+
+__all__ = ["add_target_arguments", "add_tuning_arguments", "build_parser", "main", "resolve_target"]
+
+if TYPE_CHECKING:
+    from tvm.target import Target
 
 DEMO_KIND, DEMO_TRIALS = "conv2d", 64
 
 
-def _target(args: argparse.Namespace):
+def resolve_target(args: argparse.Namespace) -> Target:
+    """The TVM target of the target options: ``--target`` JSON, else the host with ``--mcpu`` and
+    ``--num-cores``."""
     from tvm_transfer.target import as_target, host_target
 
     if args.target:
@@ -65,7 +75,7 @@ def _report(args: argparse.Namespace, result) -> int:
     return 0
 
 
-def _cmd_tune(args: argparse.Namespace) -> int:
+def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.workloads import parse_workload
@@ -78,7 +88,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         workload,
         work_dir,
         cost_model=copula_cost_model(args, workload, _cost_model(args), options.seed),
-        target=_target(args),
+        target=resolve_target(args),
         options=options,
         reference=not args.no_reference,
         search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
@@ -99,14 +109,14 @@ def _selection(args: argparse.Namespace):
         raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
 
-def _cmd_tune_network(args: argparse.Namespace) -> int:
+def _run_tune_network(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_strategy
     from tvm_transfer.tuning.compile import compile_network
     from tvm_transfer.tuning.network import tune_network
 
     selection = _selection(args)
     work_dir = _work_dir(args, args.network)
-    target = _target(args)
+    target = resolve_target(args)
     options = _options(args)
     result = tune_network(
         args.network,
@@ -123,10 +133,10 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
     return status
 
 
-def _cmd_compile(args: argparse.Namespace) -> int:
+def _run_compile(args: argparse.Namespace) -> int:
     from tvm_transfer.tuning.compile import compile_network
 
-    result = compile_network(args.network, _work_dir(args, args.network), target=_target(args))
+    result = compile_network(args.network, _work_dir(args, args.network), target=resolve_target(args))
     print(result.table())
     if result.max_abs_error > args.tolerance:
         print(f"error: output differs from PyTorch by more than {args.tolerance}", file=sys.stderr)
@@ -134,10 +144,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_target(args: argparse.Namespace) -> int:
+def _run_target(args: argparse.Namespace) -> int:
     from tvm_transfer.target import hardware_params
 
-    target = _target(args)
+    target = resolve_target(args)
     print(target)
     for name, value in hardware_params(target).items():
         print(f"  {name:<28} {value}")
@@ -153,7 +163,8 @@ def _print_profile(profile: dict[str, float]) -> None:
             print(f"  {name:<48} {seconds:8.1f} s  {100 * seconds / total:5.1f}%")
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
+    """The cost-model, budget, work-dir and output options of the tuning commands, and the target options."""
     parser.add_argument("--cost-model", default="xgboost", choices=list(COST_MODELS), help="default: xgboost")
     parser.add_argument(
         "--model-file",
@@ -169,89 +180,123 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="also write the result to this JSON file")
     parser.add_argument("--profile", action="store_true", help="print where the tuning time went")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_target(parser)
+    add_target_arguments(parser)
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--target`` (JSON), ``--mcpu``, ``--num-cores``: read by :func:`resolve_target`."""
     parser.add_argument("--target", help='target as JSON, e.g. \'{"kind": "llvm", "mcpu": "znver4"}\'')
     parser.add_argument("--mcpu", help="LLVM CPU name (default: detected host CPU)")
     parser.add_argument("--num-cores", type=int, help="cores to tune for (default: all available)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from tvm_transfer.cli.copula import add_tune_arguments as add_copula_arguments
-    from tvm_transfer.cli.copula import register as register_copula_commands
-    from tvm_transfer.cli.ml2tune import add_parser as add_ml2tune_command
-    from tvm_transfer.cli.vta_tune import add_parser as add_vta_tune_command
+def _add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    from tvm_transfer.cli.copula import add_copula_arguments
+
+    parser.add_argument("kind", choices=list(SHAPE_PARAMS))
+    parser.add_argument("--shape", help="comma-separated shape values in the order above")
+    parser.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
+    add_tuning_arguments(parser)
+    add_copula_arguments(parser)
+
+
+def _add_tune_network_arguments(parser: argparse.ArgumentParser) -> None:
+    from tvm_transfer.cli.copula import add_copula_arguments
     from tvm_transfer.networks import NETWORKS
 
-    parser = argparse.ArgumentParser(prog="tvm-transfer", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own logs")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    shapes = "; ".join(
-        f"{k}: {','.join(v)} (default {','.join(map(str, DEFAULT_SHAPES[k]))})"
-        for k, v in SHAPE_PARAMS.items()
-    )
-    tune = commands.add_parser("tune", help="tune one operator", description=f"Shapes: {shapes}.")
-    tune.add_argument("kind", choices=list(SHAPE_PARAMS))
-    tune.add_argument("--shape", help="comma-separated shape values in the order above")
-    tune.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
-    _add_common(tune)
-    add_copula_arguments(tune)
-    tune.set_defaults(func=_cmd_tune)
-
-    demo = commands.add_parser(
-        "demo", help=f"the built-in default: tune a ResNet-18 {DEMO_KIND} layer for {DEMO_TRIALS} trials"
-    )
-    _add_common(demo)
-    demo.set_defaults(func=_cmd_tune, kind=DEMO_KIND, shape=None, no_reference=False, trials=DEMO_TRIALS)
-
-    network = commands.add_parser("tune-network", help="tune every task of a small PyTorch network")
-    network.add_argument("network", choices=list(NETWORKS))
-    network.add_argument(
+    parser.add_argument("network", choices=list(NETWORKS))
+    parser.add_argument(
         "--flops-share",
         type=float,
         help="tune only the tasks carrying this share of weight x FLOPs, budget split by FLOPs "
         "(0.9 recommended; default without any selection flag: every task, gradient scheduler)",
     )
-    network.add_argument("--top-tasks", type=int, help="tune at most this many tasks (heaviest first)")
-    network.add_argument(
+    parser.add_argument("--top-tasks", type=int, help="tune at most this many tasks (heaviest first)")
+    parser.add_argument(
         "--no-transfer", action="store_true", help="leave untuned tasks on TVM's default schedule"
     )
-    network.add_argument("--compile", action="store_true", help="then build the network and time it")
-    _add_common(network)
-    add_copula_arguments(network, network=True)
-    network.set_defaults(func=_cmd_tune_network)
-
-    compile_ = commands.add_parser(
-        "compile", help="build a tuned network, run it and check it against PyTorch"
-    )
-    compile_.add_argument("network", choices=list(NETWORKS))
-    compile_.add_argument("--cost-model", default="xgboost", help="only to find the default work dir")
-    compile_.add_argument("--work-dir", help="the work dir the network was tuned in")
-    compile_.add_argument(
-        "--tolerance", type=float, default=1e-3, help="max abs error allowed (default 1e-3)"
-    )
-    _add_target(compile_)
-    compile_.set_defaults(func=_cmd_compile)
-
-    target = commands.add_parser("target", help="show the host target and its hardware features")
-    _add_target(target)
-    target.set_defaults(func=_cmd_target)
-    register_copula_commands(commands, _add_target)
-    add_ml2tune_command(commands)
-    add_vta_tune_command(commands)
-    return parser
+    parser.add_argument("--compile", action="store_true", help="then build the network and time it")
+    add_tuning_arguments(parser)
+    add_copula_arguments(parser, network=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    from tvm_transfer.networks import NETWORKS
+
+    parser.add_argument("network", choices=list(NETWORKS))
+    parser.add_argument("--cost-model", default="xgboost", help="only to find the default work dir")
+    parser.add_argument("--work-dir", help="the work dir the network was tuned in")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="max abs error allowed (default 1e-3)")
+    add_target_arguments(parser)
+
+
+_SHAPES = "; ".join(
+    f"{k}: {','.join(v)} (default {','.join(map(str, DEFAULT_SHAPES[k]))})" for k, v in SHAPE_PARAMS.items()
+)
+
+#: The operator and network commands; :func:`build_parser` adds the copula and VTA ones after them.
+COMMANDS: tuple[Command, ...] = (
+    Command("tune", "tune one operator", _add_tune_arguments, _run_tune, description=f"Shapes: {_SHAPES}."),
+    Command(
+        "demo",
+        f"the built-in default: tune a ResNet-18 {DEMO_KIND} layer for {DEMO_TRIALS} trials",
+        add_tuning_arguments,
+        _run_tune,
+        description=None,
+        defaults={"kind": DEMO_KIND, "shape": None, "no_reference": False, "trials": DEMO_TRIALS},
+    ),
+    Command(
+        "tune-network",
+        "tune every task of a small PyTorch network",
+        _add_tune_network_arguments,
+        _run_tune_network,
+        description=None,
+    ),
+    Command(
+        "compile",
+        "build a tuned network, run it and check it against PyTorch",
+        _add_compile_arguments,
+        _run_compile,
+        description=None,
+    ),
+    Command(
+        "target",
+        "show the host target and its hardware features",
+        add_target_arguments,
+        _run_target,
+        description=None,
+    ),
+)
+
+
+def _add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true", help="show MetaSchedule's own logs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tvm-transfer`` parser: :data:`COMMANDS`, then ``budget``, ``ml2tune`` and ``vta-tune``."""
+    from tvm_transfer.cli import ml2tune, vta_tune
+    from tvm_transfer.cli.copula import budget_command
+
+    commands = [
+        *COMMANDS,
+        budget_command(add_target_arguments, resolve_target),
+        ml2tune.COMMAND,
+        vta_tune.COMMAND,
+    ]
+    return command.build_parser("tvm-transfer", __doc__, commands, add_arguments=_add_verbose_argument)
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # MetaSchedule's per-round logs and copulas' one line per fitted design space
         for library in ("tvm.s_tir.meta_schedule", "copulas"):
             logging.getLogger(library).setLevel(logging.WARNING)
-    return args.func(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tvm-transfer`` console script; returns the process exit code."""
+    return command.run(build_parser(), argv, configure=_configure_logging)
 
 
 if __name__ == "__main__":

@@ -2,18 +2,24 @@
 copula strategy and, for ``tune``, an optional cost model pretrained on the same runs) and the ``budget``
 command.
 
-Registered by :mod:`tvm_transfer.cli` (kept here so the shared CLI module only gets two small hooks).
+Used by :mod:`tvm_transfer.cli`, which hands :func:`budget_command` its target options and resolver.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
 
+from tenset_tools.command import Command
 from tvm_transfer.search_strategy.copula.copula import DISTRIBUTIONS, ORDERS
 
+if TYPE_CHECKING:
+    from tvm.target import Target
 
-def add_tune_arguments(parser: argparse.ArgumentParser, network: bool = False) -> None:
+
+def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False) -> None:
     """``--seed-from`` and friends on the ``tune`` command (``network``: on ``tune-network``, where every
     task gets its own copula-seeded search and the operator-only flags are left out)."""
     group = parser.add_argument_group("copula transfer (Randall et al., ICS'23)")
@@ -149,15 +155,14 @@ def copula_strategy(args: argparse.Namespace, options, exclude=None):
     )
 
 
-def _cmd_budget(args: argparse.Namespace) -> int:
+def _run_budget(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], Target]) -> int:
     from tvm_transfer.builder import import_tensor_intrin_fast
-    from tvm_transfer.cli import _target
     from tvm_transfer.search_strategy.copula.population import design_spaces
     from tvm_transfer.workloads import parse_workload
 
     import_tensor_intrin_fast()
     workload = parse_workload(args.kind, args.shape)
-    target = _target(args)
+    target = resolve_target(args)
     sampler = _sampler(args, workload.ir_module())
     mod, spaces, postprocs = design_spaces(workload, target)
     estimate = sampler.budget(
@@ -175,25 +180,32 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands, add_target) -> None:
-    """Add the ``budget`` command to the ``tvm-transfer`` sub-parsers."""
+def _add_budget_arguments(
+    parser: argparse.ArgumentParser, add_target_arguments: Callable[[argparse.ArgumentParser], None]
+) -> None:
     from tvm_transfer.workloads import SHAPE_PARAMS
 
-    budget = commands.add_parser(
+    parser.add_argument("kind", choices=list(SHAPE_PARAMS))
+    parser.add_argument("--shape", help="comma-separated shape values")
+    parser.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
+    parser.add_argument("--copula-quantile", type=float, default=0.1)
+    parser.add_argument("--copula-distribution", default="gaussian_kde", choices=list(DISTRIBUTIONS))
+    parser.add_argument("--copula-order", default="density", choices=ORDERS)
+    parser.add_argument("--success-bar", type=float, default=0.5, help="default 0.5 (the paper's)")
+    parser.add_argument("--max-draws", type=int, default=4096, help="copula draws to count C (default 4096)")
+    add_target_arguments(parser)
+
+
+def budget_command(
+    add_target_arguments: Callable[[argparse.ArgumentParser], None],
+    resolve_target: Callable[[argparse.Namespace], Target],
+) -> Command:
+    """The ``budget`` command of ``tvm-transfer``, with the command line's target options
+    (``add_target_arguments``) and the function turning them into a TVM target (``resolve_target``)."""
+    return Command(
         "budget",
-        help="few-shot budget of copula transfer for a new shape (Randall et al.'s hypergeometric rule)",
+        "few-shot budget of copula transfer for a new shape (Randall et al.'s hypergeometric rule)",
+        partial(_add_budget_arguments, add_target_arguments=add_target_arguments),
+        partial(_run_budget, resolve_target=resolve_target),
+        description=None,
     )
-    budget.add_argument("kind", choices=list(SHAPE_PARAMS))
-    budget.add_argument("--shape", help="comma-separated shape values")
-    budget.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
-    budget.add_argument("--copula-quantile", type=float, default=0.1)
-    budget.add_argument("--copula-distribution", default="gaussian_kde", choices=list(DISTRIBUTIONS))
-    budget.add_argument("--copula-order", default="density", choices=ORDERS)
-    budget.add_argument("--success-bar", type=float, default=0.5, help="default 0.5 (the paper's)")
-    budget.add_argument("--max-draws", type=int, default=4096, help="copula draws to count C (default 4096)")
-    add_target(budget)
-    budget.set_defaults(func=_cmd_budget)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use the tvm-transfer command")

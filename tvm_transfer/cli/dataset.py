@@ -1,8 +1,8 @@
 """``tenset-tools collect | train | eval | store-features``: the dataset commands that need tvm-transfer.
 
 They join the ``tenset-tools`` command line through the ``tenset_tools.commands`` entry-point group
-(``pyproject.toml``): each ``register_*`` adds one subcommand whose ``run`` returns an exit code. This module
-imports only the standard library and ``tenset_tools.cli`` at import time, so ``tenset-tools --help``
+(``pyproject.toml``), which point at the :class:`~tenset_tools.command.Command` objects below. This module
+imports only the standard library and ``tenset_tools`` at import time, so ``tenset-tools --help``
 does not pay for TVM's import; the work is imported when a command runs.
 
 ``train`` fits one of our cost models (:data:`TRAINABLE`) on a dataset's kernel + hardware features to the
@@ -20,14 +20,9 @@ import time
 from pathlib import Path
 
 from tenset_tools.cli import add_split_options, markdown_table, split_options
+from tenset_tools.command import Command
 
-__all__ = [
-    "TRAINABLE",
-    "register_collect",
-    "register_eval",
-    "register_store_features",
-    "register_train",
-]
+__all__ = ["COLLECT", "EVAL", "STORE_FEATURES", "TRAIN", "TRAINABLE"]
 
 #: Cost models ``train`` can fit (ours: they take feature matrices and save themselves).
 TRAINABLE = ("xgboost", "lightgbm", "mlp", "bilstm")
@@ -102,15 +97,7 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_train(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``tenset-tools train`` (entry point ``train``)."""
-    parser = subparsers.add_parser(
-        "train",
-        help="train a tvm-transfer cost model on a dataset and save it",
-        description="Fit a cost model on the kernel + hardware features of a dataset (MetaSchedule "
-        "records) to the normalised throughput, and save it (a versioned archive). With --split-scheme "
-        "it trains on the train side and prints the metrics on the test side.",
-    )
+def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="Parquet dataset file")
     parser.add_argument("--model", choices=TRAINABLE, default="xgboost", help="default: xgboost")
     parser.add_argument("-o", "--out-file", required=True, help="where to save the model")
@@ -143,7 +130,17 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         help="with --pretrained: fine-tune on at most this many random records per (task, target)",
     )
     add_split_options(parser, default=None)
-    parser.set_defaults(run=_run_train)
+
+
+TRAIN = Command(
+    "train",
+    "train a tvm-transfer cost model on a dataset and save it",
+    _add_train_arguments,
+    _run_train,
+    description="Fit a cost model on the kernel + hardware features of a dataset (MetaSchedule "
+    "records) to the normalised throughput, and save it (a versioned archive). With --split-scheme "
+    "it trains on the train side and prints the metrics on the test side.",
+)
 
 
 # eval ----------------------------------------------------------------------------------------------------
@@ -162,20 +159,22 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_eval(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``tenset-tools eval`` (entry point ``eval``)."""
-    parser = subparsers.add_parser(
-        "eval",
-        help="print TenSet's metrics of a saved cost model on a dataset",
-        description="RMSE, pairwise accuracy, average peak score@1/@5 and network top-1/top-5 of a model "
-        "saved by `tenset-tools train`, on a dataset or (with --split-scheme) the test side of its split.",
-    )
+def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="saved model file")
     parser.add_argument("dataset", help="Parquet dataset file")
     parser.add_argument("--json", help="also write the metrics to this JSON file")
     parser.add_argument("--targets", help="comma-separated target ids: evaluate on their records only")
     add_split_options(parser, default=None)
-    parser.set_defaults(run=_run_eval)
+
+
+EVAL = Command(
+    "eval",
+    "print TenSet's metrics of a saved cost model on a dataset",
+    _add_eval_arguments,
+    _run_eval,
+    description="RMSE, pairwise accuracy, average peak score@1/@5 and network top-1/top-5 of a model "
+    "saved by `tenset-tools train`, on a dataset or (with --split-scheme) the test side of its split.",
+)
 
 
 # collect -------------------------------------------------------------------------------------------------
@@ -227,15 +226,7 @@ def _run_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_collect(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``tenset-tools collect`` (entry point ``collect``)."""
-    parser = subparsers.add_parser(
-        "collect",
-        help="measure a TenSet-style dataset on this machine (tuning real networks' tasks)",
-        description="Tune the tasks of real networks on one or more CPU targets, one MetaSchedule work "
-        "dir per (network, target) under --work-dir (re-running resumes), then convert everything to one "
-        "Parquet dataset.",
-    )
+def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--networks", help="comma-separated names of tvm_transfer.networks.NETWORKS (default: all of them)"
     )
@@ -263,7 +254,17 @@ def register_collect(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--all-tasks", action="store_true", help="also tune tasks of zero FLOPs (reshapes)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(run=_run_collect)
+
+
+COLLECT = Command(
+    "collect",
+    "measure a TenSet-style dataset on this machine (tuning real networks' tasks)",
+    _add_collect_arguments,
+    _run_collect,
+    description="Tune the tasks of real networks on one or more CPU targets, one MetaSchedule work "
+    "dir per (network, target) under --work-dir (re-running resumes), then convert everything to one "
+    "Parquet dataset.",
+)
 
 
 # store-features --------------------------------------------------------------------------------------------
@@ -291,16 +292,18 @@ def _run_store_features(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_store_features(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``tenset-tools store-features`` (entry point ``store-features``)."""
-    parser = subparsers.add_parser(
-        "store-features",
-        help="fill the per-store feature rows of a dataset collected before the schema had them",
-        description="Replay every MetaSchedule record's trace on its task (extracted again from its "
-        "network in tvm_transfer.networks for its target) and store the per-store feature rows that "
-        "pool back to its kernel_features; other records are counted and left without rows.",
-    )
+def _add_store_features_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", help="Parquet dataset file (e.g. schema version 1)")
     parser.add_argument("-o", "--out-file", "--out", required=True, help="output Parquet dataset file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(run=_run_store_features)
+
+
+STORE_FEATURES = Command(
+    "store-features",
+    "fill the per-store feature rows of a dataset collected before the schema had them",
+    _add_store_features_arguments,
+    _run_store_features,
+    description="Replay every MetaSchedule record's trace on its task (extracted again from its "
+    "network in tvm_transfer.networks for its target) and store the per-store feature rows that "
+    "pool back to its kernel_features; other records are counted and left without rows.",
+)

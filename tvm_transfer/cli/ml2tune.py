@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from tenset_tools.command import Command
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.methods import KNOB_TUNER_METHODS, make_tuner
 from tvm_transfer.vta.ml2tuner.ml2_tuner import WARM_START_OPTIONS
@@ -53,22 +54,17 @@ def _seeds(value: str) -> list[int]:
     return seeds
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Register the ``ml2tune`` subcommand on the ``tvm-transfer`` parser."""
-    cmd = commands.add_parser(
-        "ml2tune",
-        help="tune ResNet-18 conv layers on the extended VTA (baseline or ML2Tuner)",
-        description="Tune ResNet-18 C2..C11 knob spaces on a vta_ext hardware config. A profile is one "
-        "simulated measurement; invalid profiles are wasted. See docs/ml2tuner.md.",
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hw", type=_hw, default="default", help="preset (default, evta) or a VTA config JSON"
     )
-    cmd.add_argument("--hw", type=_hw, default="default", help="preset (default, evta) or a VTA config JSON")
-    cmd.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
-    cmd.add_argument("--method", choices=[*KNOB_TUNER_METHODS, "both"], default="ml2tuner")
-    cmd.add_argument("--budget", type=int, default=128, help="profiles per layer and seed (default 128)")
-    cmd.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
-    cmd.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
-    cmd.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
-    cmd.add_argument(
+    parser.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
+    parser.add_argument("--method", choices=[*KNOB_TUNER_METHODS, "both"], default="ml2tuner")
+    parser.add_argument("--budget", type=int, default=128, help="profiles per layer and seed (default 128)")
+    parser.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
+    parser.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
+    parser.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
+    parser.add_argument(
         "--warm-start-from",
         nargs="+",
         metavar="LOG",
@@ -76,18 +72,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(transfer across layers, with the warm-start settings of docs/ml2tuner.md; the baseline ignores "
         "them)",
     )
-    cmd.add_argument(
+    parser.add_argument(
         "--initial-batch-size",
         type=int,
         help="ML2Tuner: profiles per round until --batch-size profiles are made (default: 4 with "
         "--warm-start-from, else --batch-size)",
     )
-    cmd.add_argument("--json", help="write the summary rows to this JSON file")
-    cmd.add_argument("--quiet", action="store_true", help="no progress bars")
-    cmd.set_defaults(func=run_command)
+    parser.add_argument("--json", help="write the summary rows to this JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def _run(
+def _tune_one(
     method: str, layer: str, hw: HwConfig, seed: int, args: argparse.Namespace, prior: TransferPrior | None
 ) -> TuneRun:
     cache = None
@@ -111,7 +106,8 @@ def _run(
     return run
 
 
-def run_command(args: argparse.Namespace) -> int:
+def _run_ml2tune(args: argparse.Namespace) -> int:
+    """Tune every (layer, method, seed), print the summary table; 1 if a run found no valid profile."""
     if args.budget < 1 or args.batch_size < 1:
         raise SystemExit("ml2tune: --budget and --batch-size must be positive")
     if args.initial_batch_size is not None and args.initial_batch_size < 1:
@@ -128,7 +124,7 @@ def run_command(args: argparse.Namespace) -> int:
     for layer in args.layers:
         for method in methods:
             for seed in args.seeds:
-                run = _run(method, layer, args.hw, seed, args, prior)
+                run = _tune_one(method, layer, args.hw, seed, args, prior)
                 best = run.best
                 rows.append(
                     {
@@ -155,3 +151,13 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=float) + "\n")
     return 0 if all(r["best_knobs"] for r in rows) else 1
+
+
+COMMAND = Command(
+    "ml2tune",
+    "tune ResNet-18 conv layers on the extended VTA (baseline or ML2Tuner)",
+    _add_arguments,
+    _run_ml2tune,
+    description="Tune ResNet-18 C2..C11 knob spaces on a vta_ext hardware config. A profile is one "
+    "simulated measurement; invalid profiles are wasted. See docs/ml2tuner.md.",
+)
