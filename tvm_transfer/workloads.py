@@ -201,7 +201,7 @@ _FLOPS: dict[str, Callable[..., float]] = {
 # PyTorch implementations as (prepare, compute, to_tvm_layout): ``prepare`` moves the TVM-layout inputs to
 # PyTorch's native layout (NCHW, OIHW) outside the timed region, ``compute`` is the timed operator, and
 # ``to_tvm_layout`` brings its output back for comparison. Timing PyTorch on permuted NHWC views instead
-# makes oneDNN reorder every call (3-4x slower here), which would flatter TVM.
+# makes oneDNN reorder every call (several times slower), which would flatter TVM.
 def _nchw_conv_inputs(s, data, weight):
     return data.permute(0, 3, 1, 2).contiguous(), weight.permute(3, 2, 0, 1).contiguous()
 

@@ -1,1 +1,2 @@
-"""What several systems share: versioned archives, task FLOPs, the shared estimators."""
+"""What several systems share: versioned archives, the XGBoost booster helper, the shared V/P/A
+estimators."""
