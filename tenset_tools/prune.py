@@ -25,12 +25,11 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from .frame import feature_matrix as model_features
-from .frame import group_keys, hardware_matrix
+from .frame import feature_matrix, group_keys, hardware_matrix
 from .metrics import pairwise_accuracy
 from .schema import add_normalised_throughput
 
-__all__ = ["PruneReport", "Regressor", "XGBBaseline", "compare_pruning", "feature_matrix", "prune"]
+__all__ = ["PruneReport", "Regressor", "XGBBaseline", "compare_pruning", "prune", "pruning_features"]
 
 
 @dataclass
@@ -128,13 +127,13 @@ def _sequence_block(sequences: pd.Series, max_steps: int, width: int) -> np.ndar
     return block.reshape(len(sequences), -1)
 
 
-def feature_matrix(frame: pd.DataFrame, max_steps: int = 40, width: int | None = None) -> np.ndarray:
+def pruning_features(frame: pd.DataFrame, max_steps: int = 40, width: int | None = None) -> np.ndarray:
     """Model inputs of the baseline: kernel features when every record has them, else the per-step
     sequence features padded/cropped to ``max_steps`` rows of ``width`` values and flattened; the
     hardware features are appended either way. ``width`` defaults to the widest step row of the frame.
     """
     if frame["kernel_features"].notna().all():
-        return model_features(frame)
+        return feature_matrix(frame)
     if width is None:
         width = max((len(s[0]) for s in frame["sequence_features"] if s is not None and len(s)), default=0)
     return np.hstack([_sequence_block(frame["sequence_features"], max_steps, width), hardware_matrix(frame)])
@@ -192,13 +191,13 @@ def compare_pruning(
     width = max(
         (len(s[0]) for s in full_train["sequence_features"] if s is not None and len(s)), default=None
     )
-    test_x = feature_matrix(test, max_steps, width)
+    test_x = pruning_features(test, max_steps, width)
     groups = group_keys(test)
     labels = test["norm_throughput"].to_numpy()
     result = {}
     for name, train in (("full", full_train), ("pruned", pruned_train)):
         model = copy.deepcopy(template)
-        model.fit(feature_matrix(train, max_steps, width), train["norm_throughput"].to_numpy())
+        model.fit(pruning_features(train, max_steps, width), train["norm_throughput"].to_numpy())
         result[f"pairwise_accuracy_{name}"] = pairwise_accuracy(labels, model.predict(test_x), groups)
         result[f"train_records_{name}"] = float(len(train))
     return result
