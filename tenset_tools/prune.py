@@ -19,6 +19,7 @@ compares a baseline model trained on the pruned vs the full training data, on th
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -29,7 +30,15 @@ from .frame import feature_matrix, group_keys, hardware_matrix
 from .metrics import pairwise_accuracy
 from .schema import add_normalised_throughput
 
-__all__ = ["PruneReport", "Regressor", "XGBBaseline", "compare_pruning", "prune", "pruning_features"]
+__all__ = [
+    "PruneReport",
+    "Regressor",
+    "XGBBaseline",
+    "compare_pruning",
+    "covering_tasks",
+    "prune",
+    "pruning_features",
+]
 
 
 @dataclass
@@ -62,16 +71,24 @@ def _task_work(frame: pd.DataFrame) -> pd.Series:
     return per_task["flops"].fillna(0.0) * per_task["weight"]
 
 
-def _covering_tasks(work: pd.Series, coverage: float) -> tuple[set, float]:
+def covering_tasks(work: Sequence[float], coverage: float) -> tuple[list[int], float]:
+    """The heaviest tasks whose work covers ``coverage`` (a fraction in (0, 1]) of the total work.
+
+    ``work`` holds each task's work (e.g. FLOPs x calls; unknown FLOPs as 0). Returns the positions in
+    ``work`` of the shortest prefix of the ranking by work (heaviest first, ties in input order) whose
+    cumulative share reaches ``coverage``, and the share of the total work they carry. Tasks without work
+    are never kept unless no task has any, in which case all are kept (share 1.0).
+    """
+    work = np.asarray(work, dtype=np.float64)
     total = work.sum()
     if total <= 0:
-        return set(work.index), 1.0
-    ordered = work.sort_values(ascending=False, kind="stable")
-    cumulative = ordered.cumsum() / total
+        return list(range(len(work))), 1.0
+    ranked = np.argsort(-work, kind="stable")
+    cumulative = np.cumsum(work[ranked]) / total
     # Keep every task up to and including the one that crosses the coverage.
-    n_keep = int(np.searchsorted(cumulative.to_numpy(), coverage - 1e-12) + 1)
-    kept = ordered.index[:n_keep]
-    return set(kept), float(cumulative.iloc[n_keep - 1])
+    n_keep = min(int(np.searchsorted(cumulative, coverage - 1e-12) + 1), len(work))
+    kept = [int(i) for i in ranked[:n_keep] if work[i] > 0]
+    return kept, float(cumulative[n_keep - 1])
 
 
 def prune(
@@ -85,7 +102,9 @@ def prune(
     if not 0.0 < flops_coverage <= 1.0:
         raise ValueError(f"flops_coverage must be in (0, 1], got {flops_coverage}")
     before, tasks_before = len(frame), frame["task_id"].nunique()
-    kept_tasks, kept_fraction = _covering_tasks(_task_work(frame), flops_coverage)
+    work = _task_work(frame)
+    kept, kept_fraction = covering_tasks(work.to_numpy(), flops_coverage)
+    kept_tasks = set(work.index[kept])
     current = frame[frame["task_id"].isin(kept_tasks)]
     dropped_by_flops = before - len(current)
 
