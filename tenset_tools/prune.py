@@ -19,18 +19,26 @@ compares a baseline model trained on the pruned vs the full training data, on th
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from .frame import feature_matrix as model_features
-from .frame import group_keys, hardware_matrix
+from .frame import feature_matrix, group_keys, hardware_matrix
 from .metrics import pairwise_accuracy
 from .schema import add_normalised_throughput
 
-__all__ = ["PruneReport", "Regressor", "XGBBaseline", "compare_pruning", "feature_matrix", "prune"]
+__all__ = [
+    "PruneReport",
+    "Regressor",
+    "XGBBaseline",
+    "compare_pruning",
+    "covering_tasks",
+    "prune",
+    "pruning_features",
+]
 
 
 @dataclass
@@ -63,16 +71,24 @@ def _task_work(frame: pd.DataFrame) -> pd.Series:
     return per_task["flops"].fillna(0.0) * per_task["weight"]
 
 
-def _covering_tasks(work: pd.Series, coverage: float) -> tuple[set, float]:
+def covering_tasks(work: Sequence[float], coverage: float) -> tuple[list[int], float]:
+    """The heaviest tasks whose work covers ``coverage`` (a fraction in (0, 1]) of the total work.
+
+    ``work`` holds each task's work (e.g. FLOPs x calls; unknown FLOPs as 0). Returns the positions in
+    ``work`` of the shortest prefix of the ranking by work (heaviest first, ties in input order) whose
+    cumulative share reaches ``coverage``, and the share of the total work they carry. Tasks without work
+    are never kept unless no task has any, in which case all are kept (share 1.0).
+    """
+    work = np.asarray(work, dtype=np.float64)
     total = work.sum()
     if total <= 0:
-        return set(work.index), 1.0
-    ordered = work.sort_values(ascending=False, kind="stable")
-    cumulative = ordered.cumsum() / total
+        return list(range(len(work))), 1.0
+    ranked = np.argsort(-work, kind="stable")
+    cumulative = np.cumsum(work[ranked]) / total
     # Keep every task up to and including the one that crosses the coverage.
-    n_keep = int(np.searchsorted(cumulative.to_numpy(), coverage - 1e-12) + 1)
-    kept = ordered.index[:n_keep]
-    return set(kept), float(cumulative.iloc[n_keep - 1])
+    n_keep = min(int(np.searchsorted(cumulative, coverage - 1e-12) + 1), len(work))
+    kept = [int(i) for i in ranked[:n_keep] if work[i] > 0]
+    return kept, float(cumulative[n_keep - 1])
 
 
 def prune(
@@ -86,7 +102,9 @@ def prune(
     if not 0.0 < flops_coverage <= 1.0:
         raise ValueError(f"flops_coverage must be in (0, 1], got {flops_coverage}")
     before, tasks_before = len(frame), frame["task_id"].nunique()
-    kept_tasks, kept_fraction = _covering_tasks(_task_work(frame), flops_coverage)
+    work = _task_work(frame)
+    kept, kept_fraction = covering_tasks(work.to_numpy(), flops_coverage)
+    kept_tasks = set(work.index[kept])
     current = frame[frame["task_id"].isin(kept_tasks)]
     dropped_by_flops = before - len(current)
 
@@ -128,13 +146,13 @@ def _sequence_block(sequences: pd.Series, max_steps: int, width: int) -> np.ndar
     return block.reshape(len(sequences), -1)
 
 
-def feature_matrix(frame: pd.DataFrame, max_steps: int = 40, width: int | None = None) -> np.ndarray:
+def pruning_features(frame: pd.DataFrame, max_steps: int = 40, width: int | None = None) -> np.ndarray:
     """Model inputs of the baseline: kernel features when every record has them, else the per-step
     sequence features padded/cropped to ``max_steps`` rows of ``width`` values and flattened; the
     hardware features are appended either way. ``width`` defaults to the widest step row of the frame.
     """
     if frame["kernel_features"].notna().all():
-        return model_features(frame)
+        return feature_matrix(frame)
     if width is None:
         width = max((len(s[0]) for s in frame["sequence_features"] if s is not None and len(s)), default=0)
     return np.hstack([_sequence_block(frame["sequence_features"], max_steps, width), hardware_matrix(frame)])
@@ -192,13 +210,13 @@ def compare_pruning(
     width = max(
         (len(s[0]) for s in full_train["sequence_features"] if s is not None and len(s)), default=None
     )
-    test_x = feature_matrix(test, max_steps, width)
+    test_x = pruning_features(test, max_steps, width)
     groups = group_keys(test)
     labels = test["norm_throughput"].to_numpy()
     result = {}
     for name, train in (("full", full_train), ("pruned", pruned_train)):
         model = copy.deepcopy(template)
-        model.fit(feature_matrix(train, max_steps, width), train["norm_throughput"].to_numpy())
+        model.fit(pruning_features(train, max_steps, width), train["norm_throughput"].to_numpy())
         result[f"pairwise_accuracy_{name}"] = pairwise_accuracy(labels, model.predict(test_x), groups)
         result[f"train_records_{name}"] = float(len(train))
     return result

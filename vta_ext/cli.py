@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from tenset_tools import command
 from tenset_tools.command import Command
@@ -24,19 +25,29 @@ def _workload(name: str) -> VtaWorkload:
     return LAYERS[name]
 
 
-def _hw(value: str) -> HwConfig:
-    """A preset name (``default``, ``evta``) or a VTA-style JSON config file."""
+def parse_hw(value: str) -> HwConfig:
+    """The ``--hw`` argument (an argparse type): a preset name (``default``, ``evta``) or a VTA-style JSON
+    config file; raises ``argparse.ArgumentTypeError`` naming the value when it is neither."""
     try:
         return preset(value)
     except KeyError:
-        return HwConfig.load(value)
+        pass
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"--hw {value!r}: neither a preset (default, evta) nor a JSON file")
+    try:
+        return HwConfig.load(path)
+    except (ValueError, TypeError) as err:
+        raise argparse.ArgumentTypeError(f"--hw {value}: not a valid VTA config ({err})") from err
 
 
 def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
     """A layer name and ``--hw`` (a preset or a config JSON), parsed into ``args.layer`` (a
     :class:`VtaWorkload`) and ``args.hw`` (a :class:`HwConfig`)."""
     parser.add_argument("layer", type=_workload, help=f"one of {', '.join(LAYERS)}")
-    parser.add_argument("--hw", type=_hw, default=HwConfig(), help="preset (default, evta) or config JSON")
+    parser.add_argument(
+        "--hw", type=parse_hw, default=HwConfig(), help="preset (default, evta) or config JSON"
+    )
 
 
 def _add_measure_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,7 +45,9 @@ _SLOT_OFFSET = _KEY_OFFSET + len(ANNOTATION_KEYS) + 1  # +1: the "other key" col
 TRACE_ROW_WIDTH = _SLOT_OFFSET + NUM_SLOTS
 
 
-def _int_values(items: Sequence[Any]) -> list[int]:
+def int_values(items: Sequence[Any]) -> list[int]:
+    """The integers among trace items (Python ints and bools, TVM ``IntImm``), in order; other items are
+    skipped."""
     # Trace JSON mixes Python ints/bools with TVM IntImm/FloatImm and variable names ("l3", "v55").
     values = []
     for item in items:
@@ -61,11 +63,11 @@ def _decision_values(kind: str, attrs: Sequence[Any], decision: Any) -> list[int
         return []
     if kind == "SampleCategorical":
         index = int(decision)
-        candidates = _int_values(attrs[0]) if attrs else []
+        candidates = int_values(attrs[0]) if attrs else []
         return [index, candidates[index]] if 0 <= index < len(candidates) else [index]
     if isinstance(decision, list | tuple) or type(decision).__name__ == "Array":
-        return _int_values(decision)
-    return _int_values([decision])
+        return int_values(decision)
+    return int_values([decision])
 
 
 def _squash(values: list[int]) -> np.ndarray:
@@ -85,8 +87,8 @@ def encode_trace(trace_json: Sequence[Any]) -> np.ndarray:
         rows[i, _KIND_INDEX.get(kind, len(INSTRUCTION_KINDS))] = 1.0
         if kind in ("Annotate", "Unannotate") and attrs:
             rows[i, _KEY_OFFSET + _KEY_INDEX.get(str(attrs[0]), len(ANNOTATION_KEYS))] = 1.0
-        attr_ints = [] if kind == "SampleCategorical" else _int_values(attrs)
-        values = _decision_values(kind, attrs, decision_of.get(i)) + _int_values(inputs) + attr_ints
+        attr_ints = [] if kind == "SampleCategorical" else int_values(attrs)
+        values = _decision_values(kind, attrs, decision_of.get(i)) + int_values(inputs) + attr_ints
         slots = _squash(values)
         rows[i, _SLOT_OFFSET : _SLOT_OFFSET + len(slots)] = slots
     return rows

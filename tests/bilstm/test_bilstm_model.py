@@ -9,14 +9,11 @@ import pytest
 import torch
 from conftest import SOURCE, TARGET, TINY
 
+from tenset_tools.frame import group_keys
 from tenset_tools.metrics import evaluate_predictions, pairwise_accuracy
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 from tvm_transfer.cost_model.bilstm import inputs as bilstm_data
-
-
-def _groups(frame):
-    return frame.groupby(["task_id", "target_id"], sort=False).ngroup().to_numpy()
 
 
 def _sample(frame, n, seed=0):
@@ -38,7 +35,7 @@ def test_beats_a_constant_predictor_on_held_out_tasks(loss, kernel_scaling, stor
     model = BiLSTMCostModel(seed=0, **settings).pretrain(train)
     preds = model.predict_features(model.frame_features(test))
     labels = test["norm_throughput"].to_numpy()
-    constant = pairwise_accuracy(labels, np.full(len(test), labels.mean()), _groups(test))
+    constant = pairwise_accuracy(labels, np.full(len(test), labels.mean()), group_keys(test))
     learned = evaluate_predictions(test, preds)["pairwise_accuracy"]
     assert model.last_fit["epochs"] >= 2 and np.std(preds) > 0
     assert learned > constant + 0.04, (learned, constant)

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from tenset_helpers import make_record
 
-from tenset_tools.prune import compare_pruning, feature_matrix, prune
+from tenset_tools.prune import compare_pruning, prune, pruning_features
 from tenset_tools.schema import add_normalised_throughput, records_to_table
 
 
@@ -70,14 +70,14 @@ def _learnable(n_tasks, n, seed):
     return add_normalised_throughput(records_to_table(records).to_pandas())
 
 
-def test_feature_matrix_pads_sequences_and_appends_hardware():
+def test_pruning_features_pads_sequences_and_appends_hardware():
     frame = _learnable(1, 2, seed=0)
-    x = feature_matrix(frame, max_steps=4)
+    x = pruning_features(frame, max_steps=4)
     assert x.shape == (2, 4 * 5 + 2)
     assert x[0, 0] == frame["sequence_features"].iloc[0][0][0]
     assert x[:, -2:].tolist() == [[4.0, 64.0], [4.0, 64.0]]
     with_kernel = frame.assign(kernel_features=[np.array([1.0, 2.0])] * 2)
-    assert feature_matrix(with_kernel).tolist() == [[1.0, 2.0, 4.0, 64.0]] * 2
+    assert pruning_features(with_kernel).tolist() == [[1.0, 2.0, 4.0, 64.0]] * 2
 
 
 class LeastSquares:

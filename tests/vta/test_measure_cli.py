@@ -48,3 +48,12 @@ def test_cli(capsys):
     knobs = json.dumps(dict(tile_b=1, tile_ci=2, tile_co=2, oc_nthread=2))
     assert main(["measure", "lstm.dense.1", "--knobs", knobs]) == 0
     assert json.loads(capsys.readouterr().out)["valid"] is True
+
+
+def test_a_missing_hw_file_is_a_usage_error_naming_it(capsys):
+    knobs = json.dumps(dict(tile_b=1, tile_ci=2, tile_co=2, oc_nthread=2))
+    with pytest.raises(SystemExit) as info:
+        main(["measure", "lstm.dense.1", "--knobs", knobs, "--hw", "missing.json"])
+    assert info.value.code == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "missing.json" in message and "Traceback" not in message

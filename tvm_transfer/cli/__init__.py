@@ -297,7 +297,3 @@ def _configure_logging(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tvm-transfer`` console script; returns the process exit code."""
     return command.run(build_parser(), argv, configure=_configure_logging)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,23 +15,9 @@ from tvm_transfer.vta.ml2tuner.methods import KNOB_TUNER_METHODS, make_tuner
 from tvm_transfer.vta.ml2tuner.ml2_tuner import WARM_START_OPTIONS
 from tvm_transfer.vta.ml2tuner.prior import PriorError, TransferPrior
 from tvm_transfer.vta.ml2tuner.runs import TuneRun, load_log
-from vta_ext.hw import HwConfig, preset
+from vta_ext.cli import parse_hw
+from vta_ext.hw import HwConfig
 from vta_ext.workloads import RESNET18, flops
-
-
-def _hw(value: str) -> HwConfig:
-    """A preset name (``default``, ``evta``) or a VTA-style JSON config file."""
-    try:
-        return preset(value)
-    except KeyError:
-        pass
-    path = Path(value)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"--hw {value!r}: neither a preset (default, evta) nor a JSON file")
-    try:
-        return HwConfig.load(path)
-    except (ValueError, TypeError) as err:
-        raise argparse.ArgumentTypeError(f"--hw {value}: not a valid VTA config ({err})") from err
 
 
 def _layers(value: str) -> list[str]:
@@ -56,7 +42,7 @@ def _seeds(value: str) -> list[int]:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--hw", type=_hw, default="default", help="preset (default, evta) or a VTA config JSON"
+        "--hw", type=parse_hw, default="default", help="preset (default, evta) or a VTA config JSON"
     )
     parser.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
     parser.add_argument("--method", choices=[*KNOB_TUNER_METHODS, "both"], default="ml2tuner")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any
 
 import numpy as np
 import xgboost
 
 from tvm_transfer.common.archive import read_archive, write_archive
 from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
+from tvm_transfer.common.params import HyperParameters
 
 #: Version of the saved-model archive of this module; :meth:`load` refuses any other.
 FORMAT_VERSION = 1
@@ -66,17 +67,11 @@ def _as_matrix(features: Any, n_features: int | None, who: str) -> np.ndarray:
     return matrix
 
 
-class _XGBEstimator:
-    """Shared persistence and parameter handling of the three models."""
-
-    hyper_parameters: ClassVar[tuple[str, ...]] = ()
+class _XGBEstimator(HyperParameters):
+    """Shared persistence of the three models; their hyper-parameters are their constructor arguments."""
 
     def __init__(self) -> None:
         self.n_features_: int | None = None
-
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self.hyper_parameters}
 
     @property
     def fitted(self) -> bool:
@@ -141,16 +136,6 @@ class ValidityModel(_XGBEstimator):
     seed:
         Seeds the folds and XGBoost.
     """
-
-    hyper_parameters = (
-        "target_recall",
-        "n_folds",
-        "fallback_threshold",
-        "num_rounds",
-        "max_depth",
-        "learning_rate",
-        "seed",
-    )
 
     def __init__(
         self,
@@ -304,7 +289,6 @@ class PerformanceModel(_XGBEstimator):
         Seeds XGBoost.
     """
 
-    hyper_parameters = ("objective", "num_rounds", "max_depth", "learning_rate", "subsample", "seed")
     OBJECTIVES = ("reg:squarederror", "rank:pairwise")
 
     def __init__(

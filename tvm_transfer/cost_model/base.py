@@ -5,17 +5,17 @@ learns the *normalised throughput* of each measured candidate (best latency of i
 so 1.0 is the best seen and failures are 0), and predicts a score where higher is better, as MetaSchedule
 expects. Subclasses only supply the estimator: ``_fit``, ``_predict`` and the (de)serialisation of its state.
 
-The constructor arguments are the hyper-parameters (scikit-learn convention): :meth:`get_params` reads them
-from the constructor's signature, :meth:`set_params` changes them, and a saved model stores them.
+The constructor arguments are the hyper-parameters (scikit-learn convention, through
+:class:`~tvm_transfer.common.params.HyperParameters`): :meth:`get_params` reads them from the constructor's
+signature, :meth:`set_params` changes them, and a saved model stores them.
 """
 
 from __future__ import annotations
 
-import inspect
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools.frame import feature_matrix, group_keys, normalised_throughput, throughput_labels
 from tvm_transfer.common.archive import CostModelFileError, read_archive, write_archive
+from tvm_transfer.common.params import HyperParameters
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
 from tvm_transfer.runner import runner_seconds
 
@@ -33,7 +34,7 @@ FORMAT_VERSION = 2
 _FORMAT_NAME = "tvm-transfer-cost-model"
 
 
-class LearnedCostModel(PyCostModel):
+class LearnedCostModel(PyCostModel, HyperParameters):
     """Base of our cost models: collects measurements, normalises them per workload, refits an estimator.
 
     Not a MetaSchedule object itself: concrete subclasses are decorated with ``@derived_object``.
@@ -51,11 +52,6 @@ class LearnedCostModel(PyCostModel):
         Append the target's eight hardware parameters to every feature row, so that one model can learn
         from records of several targets.
     """
-
-    #: Hyper-parameters that take one of a fixed set of values: name -> the allowed values.
-    choices: ClassVar[dict[str, tuple]] = {}
-    #: Hyper-parameters a fitted model cannot change (its fitted state was shaped by them).
-    fixed_once_fitted: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, seed: int = 0, use_hardware_features: bool = True) -> None:
         super().__init__()
@@ -200,57 +196,14 @@ class LearnedCostModel(PyCostModel):
         return self.predict_features(self.features(context, candidates))
 
     # ---- persistence -----------------------------------------------------------------------------------
-    @classmethod
-    def hyper_parameter_names(cls) -> tuple[str, ...]:
-        """Names of the constructor arguments, the hyper-parameters: those of the nearest ``__init__`` in
-        the class hierarchy that names all its arguments (a subclass may pass ``**kwargs`` through)."""
-        for klass in cls.__mro__:
-            init = klass.__dict__.get("__init__")
-            if init is None:
-                continue
-            parameters = list(inspect.signature(init).parameters.values())[1:]
-            if all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-                return tuple(p.name for p in parameters)
-        return ()
-
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self.hyper_parameter_names()}
-
     def set_params(self, **params: Any) -> LearnedCostModel:
         """Change hyper-parameters (scikit-learn convention), e.g. ``fine_tune_mode`` of a loaded BiLSTM;
         those of :attr:`fixed_once_fitted` only while the model is not fitted."""
-        known = self.hyper_parameter_names()
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise ValueError(
-                f"unknown {type(self).__name__} hyper-parameter(s) {unknown}; known: {list(known)}"
-            )
-        fixed = sorted(
-            name
-            for name in self.fixed_once_fitted
-            if name in params and self._fitted and params[name] != getattr(self, name)
-        )
-        if fixed:
-            raise ValueError(f"cannot change {fixed} of a fitted model (its weights were fitted with them)")
-        self._check_choices(params)
-        for name, value in params.items():
-            setattr(self, name, value)
+        super().set_params(**params)
         return self._public()
 
-    def _keep_hyper_parameters(self, arguments: dict[str, Any]) -> None:
-        """Check the constructor's ``arguments`` (its ``locals()``) against :attr:`choices` and keep its
-        hyper-parameters as attributes, so that long signatures need not list each one again."""
-        params = {name: arguments[name] for name in self.hyper_parameter_names() if name in arguments}
-        self._check_choices(params)
-        for name, value in params.items():
-            setattr(self, name, value)
-
-    def _check_choices(self, params: dict[str, Any]) -> None:
-        """Raise ``ValueError`` naming the first of ``params`` outside its :attr:`choices`."""
-        for name, allowed in self.choices.items():
-            if name in params and params[name] not in allowed:
-                raise ValueError(f"unknown {name} {params[name]!r}; choose one of {', '.join(allowed)}")
+    def _is_fitted(self) -> bool:
+        return self._fitted
 
     def _public(self) -> LearnedCostModel:
         # Under @derived_object, methods run on the inner Python object; hand back the MetaSchedule

@@ -10,7 +10,8 @@ smallest prefix carrying ``flops_share`` of the network's work is selected (opti
 floor of one measurement batch each. Tasks left out are given schedules transferred from similar tuned
 tasks (:mod:`tvm_transfer.tuning.schedule_transfer`) or keep TVM's default lowering.
 
-The ranking is the same notion of work that :func:`tenset_tools.prune.prune` uses to prune datasets.
+The ranking is the rule :func:`tenset_tools.prune.prune` uses to prune datasets
+(:func:`tenset_tools.prune.covering_tasks`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tenset_tools.flops import estimate_flops
+from tenset_tools.prune import covering_tasks
 
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
@@ -102,15 +104,8 @@ def select_tasks(works: Sequence[TaskWork], selection: TaskSelection) -> list[Ta
     """The selected tasks, heaviest first: the shortest prefix of the ranking by work whose cumulative
     share reaches ``selection.flops_share`` (ties keep input order), capped at ``selection.top_tasks``.
     Tasks without work are never selected unless the whole network has none."""
-    if not works:
-        return []
-    ranked = sorted(works, key=lambda w: -w.work)  # sorted() is stable: ties keep extraction order
-    if ranked[0].work <= 0:
-        chosen = ranked
-    else:
-        cumulative = np.cumsum([w.share for w in ranked])
-        n_keep = int(np.searchsorted(cumulative, selection.flops_share - 1e-12) + 1)
-        chosen = [w for w in ranked[: min(n_keep, len(ranked))] if w.work > 0]
+    kept, _ = covering_tasks([w.work for w in works], selection.flops_share)
+    chosen = [works[i] for i in kept]
     if selection.top_tasks is not None:
         chosen = chosen[: selection.top_tasks]
     return chosen

@@ -37,7 +37,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
-from tenset_tools.features.trace import _int_values
+from tenset_tools.features.trace import int_values
 from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
 
 __all__ = [
@@ -85,7 +85,7 @@ def trace_decisions(trace: Trace) -> list[Decision]:
             continue
         decision = decision_of.get(i)
         if str(kind) == "SamplePerfectTile":
-            out.append(_int_values(decision))
+            out.append(int_values(decision))
         else:
             out.append(int(decision) if decision is not None else None)
     return out
@@ -152,7 +152,7 @@ class SpaceEncoding:
                 sites.append(SamplingSite(kind, n=n, max_innermost=max_inner, extent=extents[k]))
                 columns += [f"s{k}_tile{j}" for j in range(1, n)]
             elif kind == "SampleCategorical":
-                sites.append(SamplingSite(kind, candidates=tuple(_int_values(inst.attrs[0]))))
+                sites.append(SamplingSite(kind, candidates=tuple(int_values(inst.attrs[0]))))
                 columns.append(f"s{k}_x")
             else:
                 sites.append(SamplingSite(kind))

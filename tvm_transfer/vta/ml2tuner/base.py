@@ -19,14 +19,6 @@ from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.runs import Event, TunerInputError, TuneRun, workload_spec
 
 
-def throughput(latencies: np.ndarray) -> np.ndarray:
-    """best latency / latency over the finite ones, 0 for invalid (NaN) ones."""
-    finite = np.isfinite(latencies)
-    if not finite.any():
-        return np.zeros(len(latencies))
-    return np.where(finite, np.nanmin(latencies) / np.where(finite, latencies, 1.0), 0.0)
-
-
 class KnobTuner:
     """Base of the knob tuners: subclasses choose each round's profiles in ``_round``."""
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tenset_tools.frame import normalised_throughput
 from tvm_transfer.common.estimators import PerformanceModel
 from tvm_transfer.vta.ml2tuner.annealing import anneal, memoize
-from tvm_transfer.vta.ml2tuner.base import KnobTuner, throughput
+from tvm_transfer.vta.ml2tuner.base import KnobTuner
 from vta_ext.features import KNOB_NAMES, VISIBLE_FEATURE_NAMES
 
 _KNOB_COLUMNS = [VISIBLE_FEATURE_NAMES.index(name) for name in KNOB_NAMES]
@@ -53,7 +54,10 @@ class BaselineTuner(KnobTuner):
             [self.profiled[i].latency if self.profiled[i].valid else np.nan for i in indices]
         )
         model = PerformanceModel(objective="rank:pairwise", seed=self.seed + round_)
-        model.fit(self.measurer.visible(indices)[:, _KNOB_COLUMNS], throughput(latencies))
+        model.fit(
+            self.measurer.visible(indices)[:, _KNOB_COLUMNS],
+            normalised_throughput(latencies, np.zeros(len(latencies))),
+        )
 
         def score(points: np.ndarray) -> np.ndarray:
             return model.predict(self.measurer.visible(points)[:, _KNOB_COLUMNS])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tenset_tools.frame import normalised_throughput
 from tenset_tools.metrics import rmse
 from tvm_transfer.common.estimators import AdvancedModel, PerformanceModel, ValidityModel
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
@@ -54,7 +55,7 @@ class LayerData:
     def throughput(self) -> np.ndarray:
         """Best latency / latency of the valid rows (in (0, 1])."""
         latency = self.latency[self.valid]
-        return latency.min() / latency
+        return normalised_throughput(latency, np.zeros(len(latency)))
 
 
 def _split(n: int, train_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

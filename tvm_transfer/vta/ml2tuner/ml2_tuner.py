@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tenset_tools.frame import normalised_throughput
 from tvm_transfer.common.estimators import AdvancedModel, PerformanceModel, ValidityModel
 from tvm_transfer.vta.ml2tuner.annealing import anneal, memoize, space_digits, space_indices
-from tvm_transfer.vta.ml2tuner.base import KnobTuner, throughput
+from tvm_transfer.vta.ml2tuner.base import KnobTuner
 from tvm_transfer.vta.ml2tuner.prior import TransferPrior
 from tvm_transfer.vta.ml2tuner.runs import TunerInputError, TuneRun
 from vta_ext.features import HIDDEN_FEATURE_NAMES, VISIBLE_FEATURE_NAMES
@@ -247,7 +248,7 @@ class ML2Tuner(KnobTuner):
             if prior is not None:
                 target = np.concatenate([target, -np.log2(prior.latency[prior.valid])])
         else:
-            target = throughput(latency)
+            target = normalised_throughput(latency, np.zeros(len(latency)))
             if prior is not None:
                 target = np.concatenate([target, prior.throughput[prior.valid]])
         visible = self.measurer.visible(good) if good else np.zeros((0, len(VISIBLE_FEATURE_NAMES)))
