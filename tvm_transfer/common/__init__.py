@@ -1,2 +1,2 @@
-"""What several systems share: versioned archives, the XGBoost booster helper, the shared V/P/A
+"""What several systems share: versioned archives, hyper-parameters, the XGBoost booster helper, the shared V/P/A
 estimators."""
