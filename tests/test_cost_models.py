@@ -96,7 +96,7 @@ def test_save_load_round_trip_gives_identical_predictions(name, measured, tmp_pa
 def test_corrupt_file_is_a_clear_error(tmp_path):
     path = tmp_path / "broken.model"
     path.write_bytes(b"this is not a model")
-    with pytest.raises(CostModelFileError, match=r"broken\.model.*format version 2"):
+    with pytest.raises(CostModelFileError, match=r"broken\.model.*format version 3"):
         make_cost_model("xgboost").load(str(path))
 
 
@@ -116,9 +116,9 @@ def test_other_version_and_other_model_are_refused(measured, tmp_path):
             data = src.read(item)
             dst.writestr(
                 item,
-                data.replace(b'"format_version": 2', b'"format_version": 0') if item == "meta.json" else data,
+                data.replace(b'"format_version": 3', b'"format_version": 0') if item == "meta.json" else data,
             )
-    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 2; retrain"):
+    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 3; retrain"):
         make_cost_model("lightgbm").load(str(old))
 
 

@@ -198,9 +198,9 @@ def test_another_version_or_model_is_refused(pretrained, tmp_path):
         for item in src.namelist():
             data = src.read(item)
             if item == "meta.json":
-                data = data.replace(b'"format_version": 2', b'"format_version": 0')
+                data = data.replace(b'"format_version": 3', b'"format_version": 0')
             dst.writestr(item, data)
-    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 2; retrain"):
+    with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 3; retrain"):
         load_cost_model(old)
     with pytest.raises(
         CostModelFileError, match="holds a BiLSTMCostModel model; load it with BiLSTMCostModel"

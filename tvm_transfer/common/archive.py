@@ -1,12 +1,20 @@
-"""Versioned model archives: a zip of ``meta.json`` and named binary blobs, never a pickle."""
+"""Versioned model archives: a zip of ``meta.json`` and named binary blobs, never a pickle.
+
+A model file is something users exchange, so reading one must never run code: blobs hold plain arrays
+(:func:`arrays_bytes`, read by :func:`read_arrays` with NumPy's pickle support off) or a library's own
+data format (e.g. XGBoost's UBJSON), and :func:`checked_arrays` checks names and shapes before use.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import numpy as np
 import tvm_ffi
 
 
@@ -56,3 +64,85 @@ def read_archive(
             f"not {expected_model}"
         )
     return meta, blobs
+
+
+def arrays_bytes(arrays: Mapping[str, Any]) -> bytes:
+    """Named arrays as one NumPy ``.npz`` blob, which :func:`read_arrays` reads back without unpickling.
+
+    Object arrays (which NumPy would pickle) are refused with ``ValueError``."""
+    plain = {name: np.asarray(value) for name, value in arrays.items()}
+    pickled = [name for name, value in plain.items() if value.dtype.hasobject]
+    if pickled:
+        raise ValueError(f"object arrays cannot be stored without pickle: {', '.join(pickled)}")
+    buffer = io.BytesIO()
+    np.savez(buffer, **plain)
+    return buffer.getvalue()
+
+
+def read_arrays(blob: bytes, where: str) -> dict[str, np.ndarray]:
+    """The named arrays of a blob written by :func:`arrays_bytes`, all read at once and never unpickled;
+    raises :class:`CostModelFileError` (its message starts with ``where``, e.g. ``"path: data.npz"``) for
+    anything else, e.g. a pickle or an object array."""
+    try:
+        loaded = np.load(io.BytesIO(blob), allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not named arrays")
+        with loaded:
+            arrays = {name: loaded[name] for name in loaded.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise CostModelFileError(f"{where}: not readable as plain arrays ({err})") from err
+    stray = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if stray:
+        raise CostModelFileError(f"{where}: {', '.join(stray)} are not arrays")
+    return arrays
+
+
+def checked_arrays(
+    arrays: Mapping[str, np.ndarray],
+    shapes: Mapping[str, tuple[int | None, ...]],
+    prefix: str,
+    where: str,
+    optional: Collection[str] = (),
+) -> dict[str, np.ndarray]:
+    """The arrays named ``prefix + key`` for the keys of ``shapes``, by ``key``; raises
+    :class:`CostModelFileError` naming ``where`` and the key when one is missing (unless ``optional``), has
+    another shape (``None`` in a shape matches any length) or when another array starts with ``prefix``."""
+    found = {}
+    for key, shape in shapes.items():
+        value = arrays.get(prefix + key)
+        if value is None and key in optional:
+            continue
+        if value is None:
+            raise CostModelFileError(f"{where}: lacks the array {prefix + key!r}")
+        if not _fits(value.shape, shape):
+            raise CostModelFileError(
+                f"{where}: the array {prefix + key!r} has shape {value.shape}, expected {shape}"
+            )
+        found[key] = value
+    unexpected = sorted(n for n in arrays if n.startswith(prefix) and n[len(prefix) :] not in shapes)
+    if unexpected:
+        raise CostModelFileError(f"{where}: unexpected arrays {', '.join(map(repr, unexpected))}")
+    return found
+
+
+def _fits(shape: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
+    """Whether ``shape`` is ``expected``, where ``None`` matches any length."""
+    return len(shape) == len(expected) and all(e in (None, s) for e, s in zip(expected, shape, strict=True))
+
+
+def weight_arrays(state: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
+    """A network's state dict (tensors by key) as float32 arrays named ``prefix + key``."""
+    return {prefix + key: np.asarray(value, np.float32) for key, value in state.items()}
+
+
+def weights_like(
+    arrays: Mapping[str, np.ndarray], template: Mapping[str, Any], prefix: str, where: str
+) -> dict[str, np.ndarray]:
+    """:func:`checked_arrays` with the keys and shapes of ``template``, e.g. a freshly built network's
+    state dict: the float32 weights that :func:`weight_arrays` stored under ``prefix``, by key."""
+    shapes = {key: tuple(value.shape) for key, value in template.items()}
+    weights = checked_arrays(arrays, shapes, prefix, where)
+    other = [prefix + key for key, value in weights.items() if value.dtype != np.float32]
+    if other:
+        raise CostModelFileError(f"{where}: the arrays {', '.join(map(repr, other))} are not float32")
+    return weights

@@ -12,7 +12,6 @@ signature, :meth:`set_params` changes them, and a saved model stores them.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,21 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools.frame import feature_matrix, group_keys, normalised_throughput, throughput_labels
-from tvm_transfer.common.archive import CostModelFileError, read_archive, write_archive
+from tvm_transfer.common.archive import (
+    CostModelFileError,
+    arrays_bytes,
+    checked_arrays,
+    read_archive,
+    read_arrays,
+    write_archive,
+)
 from tvm_transfer.common.params import HyperParameters
 from tvm_transfer.features import KernelFeatureExtractor, hardware_features
 from tvm_transfer.runner import runner_seconds
 
-#: Version of the saved-model archive layout; bump it when the layout or the feature set changes.
-FORMAT_VERSION = 2
+#: Version of the saved-model archive layout; bump it when the layout or the feature set changes. Version 3
+#: stores network weights as plain arrays where version 2 held a pickle.
+FORMAT_VERSION = 3
 _FORMAT_NAME = "tvm-transfer-cost-model"
 
 
@@ -72,9 +79,11 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         raise NotImplementedError
 
     def _state_bytes(self) -> bytes:
+        """The fitted estimator as plain data (arrays, a library's own format), never a pickle."""
         raise NotImplementedError
 
     def _load_state(self, blob: bytes) -> None:
+        """Restore :meth:`_state_bytes`; raises :class:`CostModelFileError` for a blob it cannot use."""
         raise NotImplementedError
 
     # ---- features --------------------------------------------------------------------------------------
@@ -215,10 +224,13 @@ class LearnedCostModel(PyCostModel, HyperParameters):
     def save(self, path: str | Path) -> None:
         """Write the model, its hyper-parameters and its training data to one archive at ``path``."""
         meta = {"model": type(self).__name__, "params": self.get_params(), "fitted": self._fitted}
-        data = io.BytesIO()
         features = np.concatenate(self._features) if self._features else np.zeros((0, 0), np.float32)
-        np.savez(data, features=features, costs=np.asarray(self._costs), groups=np.asarray(self._groups))
-        blobs = {"data.npz": data.getvalue()}
+        data = {
+            "features": features,
+            "costs": np.asarray(self._costs),
+            "groups": np.asarray(self._groups, str),
+        }
+        blobs = {"data.npz": arrays_bytes(data)}
         if self._fitted:
             blobs["model.bin"] = self._state_bytes()
         write_archive(path, _FORMAT_NAME, FORMAT_VERSION, meta, blobs)
@@ -233,7 +245,10 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         self._groups = [str(g) for g in data["groups"]]
         self._fitted = blob is not None
         if blob is not None:
-            self._load_state(blob)
+            try:
+                self._load_state(blob)
+            except CostModelFileError as err:
+                raise CostModelFileError(f"{path}: {err}") from err
 
 
 def saved_model_class(path: str | Path) -> str:
@@ -243,7 +258,7 @@ def saved_model_class(path: str | Path) -> str:
     return str(meta.get("model"))
 
 
-def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, bytes | None]:
+def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, dict[str, np.ndarray], bytes | None]:
     meta, blobs = read_archive(path, _FORMAT_NAME, FORMAT_VERSION, expected_model)
     needed = ["data.npz", "model.bin"] if meta.get("fitted") else ["data.npz"]
     missing = [name for name in needed if name not in blobs]
@@ -252,8 +267,8 @@ def _read_archive(path: Path, expected_model: str | None) -> tuple[dict, Any, by
             f"{path}: the archive lacks {', '.join(missing)}; expected a {_FORMAT_NAME} archive, "
             f"format version {FORMAT_VERSION}"
         )
-    try:
-        data = np.load(io.BytesIO(blobs["data.npz"]))
-    except (ValueError, OSError) as err:
-        raise CostModelFileError(f"{path}: data.npz is not readable ({err})") from err
+    data = read_arrays(blobs["data.npz"], f"{path}: data.npz")
+    data = checked_arrays(
+        data, {"features": (None, None), "costs": (None,), "groups": (None,)}, "", f"{path}: data.npz"
+    )
     return meta, data, blobs.get("model.bin")

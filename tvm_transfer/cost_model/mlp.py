@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import torch
 from torch import nn
 from tvm.ir.utils import derived_object
 
+from tvm_transfer.common.archive import arrays_bytes, checked_arrays, read_arrays, weight_arrays, weights_like
 from tvm_transfer.cost_model.base import LearnedCostModel
 
 
@@ -77,13 +76,16 @@ class MLPCostModel(LearnedCostModel):
             return self._net(self._standardise(features)).squeeze(1).numpy()
 
     def _state_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        torch.save({"net": self._net.state_dict(), "mean": self._mean, "scale": self._scale}, buffer)
-        return buffer.getvalue()
+        weights = weight_arrays(self._net.state_dict(), "net/")
+        return arrays_bytes({**weights, "scaling/mean": self._mean, "scaling/scale": self._scale})
 
     def _load_state(self, blob: bytes) -> None:
-        state = torch.load(io.BytesIO(blob), weights_only=False)
-        self._mean, self._scale = state["mean"], state["scale"]
-        self._net = _mlp(len(self._mean), self.hidden, self.layers)
-        self._net.load_state_dict(state["net"])
-        self._net.eval()
+        arrays = read_arrays(blob, "model.bin")
+        width = len(
+            checked_arrays(arrays, {"mean": (None,), "scale": (None,)}, "scaling/", "model.bin")["mean"]
+        )
+        scaling = checked_arrays(arrays, {"mean": (width,), "scale": (width,)}, "scaling/", "model.bin")
+        net = _mlp(width, self.hidden, self.layers)
+        weights = weights_like(arrays, net.state_dict(), "net/", "model.bin")
+        net.load_state_dict({key: torch.from_numpy(value) for key, value in weights.items()})
+        self._mean, self._scale, self._net = scaling["mean"], scaling["scale"], net.eval()

@@ -53,7 +53,6 @@ its inputs and its training loop live in :mod:`.network`, :mod:`.inputs` and :mo
 from __future__ import annotations
 
 import copy
-import io
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -65,12 +64,14 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools.frame import group_keys, normalised_throughput, throughput_labels
+from tvm_transfer.common.archive import arrays_bytes, checked_arrays, read_arrays, weight_arrays, weights_like
 from tvm_transfer.cost_model.base import LearnedCostModel
 from tvm_transfer.cost_model.bilstm import inputs as data
 from tvm_transfer.cost_model.bilstm.network import BiLSTMNet
 from tvm_transfer.cost_model.bilstm.training import LOSSES, predict_network, train_network
 from tvm_transfer.features import (
     PER_STORE_WIDTH,
+    POOLED_WIDTH,
     candidate_trace_json,
     encode_trace,
     hardware_features,
@@ -414,33 +415,60 @@ class BiLSTMCostModel(LearnedCostModel):
 
     # ---- persistence -----------------------------------------------------------------------------------
     def _state_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        state = {
-            "net": self._net.state_dict(),
-            "stats": self._stats,
-            "base": self._base_state,
-            "pretrain_rows": self._pretrain_rows,
-            "fine_tune_tasks": sorted(self._fine_tune_tasks) if self._fine_tune_tasks is not None else None,
-            "residual": bytes(self._residual.save_raw("ubj")) if self._residual is not None else None,
+        arrays = {
+            **weight_arrays(self._net.state_dict(), "net/"),
+            **{f"stats/{key}": value for key, value in self._stats.items()},
+            "state/pretrain_rows": np.int64(self._pretrain_rows),
         }
-        torch.save(state, buffer)
-        return buffer.getvalue()
+        if self._base_state is not None:
+            arrays.update(weight_arrays(self._base_state, "base/"))
+        if self._fine_tune_tasks is not None:
+            arrays["state/fine_tune_tasks"] = np.asarray(sorted(self._fine_tune_tasks), dtype=str)
+        if self._residual is not None:
+            arrays["state/residual"] = np.frombuffer(bytes(self._residual.save_raw("ubj")), np.uint8)
+        return arrays_bytes(arrays)
 
     def _load_state(self, blob: bytes) -> None:
-        state = torch.load(io.BytesIO(blob), weights_only=False)
-        self._stats, self._base_state = state["stats"], state["base"]
+        arrays = read_arrays(blob, "model.bin")
+        net = self._new_net()
+        net.load_state_dict(_tensors(weights_like(arrays, net.state_dict(), "net/", "model.bin")))
+        base = None
+        if any(name.startswith("base/") for name in arrays):
+            base = _tensors(weights_like(arrays, net.state_dict(), "base/", "model.bin"))
+        self._stats = checked_arrays(
+            arrays, self._stats_shapes(), "stats/", "model.bin", optional=("s_mean", "s_scale")
+        )
+        state = checked_arrays(
+            arrays,
+            {"pretrain_rows": (), "fine_tune_tasks": (None,), "residual": (None,)},
+            "state/",
+            "model.bin",
+            optional=("fine_tune_tasks", "residual"),
+        )
+        self._net, self._base_state = net.eval(), base
         self._pretrain_rows = int(state["pretrain_rows"])
-        tasks = state["fine_tune_tasks"]
-        self._fine_tune_tasks = set(tasks) if tasks is not None else None
-        self._net = self._new_net()
-        self._net.load_state_dict(state["net"])
-        self._net.eval()
+        tasks = state.get("fine_tune_tasks")
+        self._fine_tune_tasks = {str(task) for task in tasks} if tasks is not None else None
         self._residual, self._online = None, None
-        if state["residual"] is not None:
+        if "residual" in state:
             import xgboost
 
             self._residual = xgboost.Booster()
-            self._residual.load_model(bytearray(state["residual"]))
+            self._residual.load_model(bytearray(state["residual"].tobytes()))
+
+    def _stats_shapes(self) -> dict[str, tuple[int | None, ...]]:
+        """Shapes of the scaling statistics (:func:`inputs.input_statistics`) as this model saves them."""
+        widths = {"k": POOLED_WIDTH, "s": PER_STORE_WIDTH, "h": data.HW_WIDTH, "t": data.TASK_WIDTH}
+        shapes = {
+            f"{prefix}_{kind}": (width,) for prefix, width in widths.items() for kind in ("mean", "scale")
+        }
+        if self.kernel_scaling == "quantile":
+            shapes["k_quantiles"] = (None, POOLED_WIDTH)
+        return shapes
+
+
+def _tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {key: torch.from_numpy(value) for key, value in arrays.items()}
 
 
 class _Threads:
