@@ -2,13 +2,13 @@
 
 import io
 import pickle
-import zipfile
 
 import numpy as np
 import pytest
 import torch
+from archive_helpers import with_changed_arrays
 
-from tvm_transfer.common.archive import arrays_bytes, read_arrays, write_archive
+from tvm_transfer.common.archive import arrays_bytes, write_archive
 from tvm_transfer.cost_model import FORMAT_VERSION, CostModelFileError, load_cost_model, make_cost_model
 
 NETWORK_MODELS = {"mlp": "MLPCostModel", "bilstm": "BiLSTMCostModel"}
@@ -63,11 +63,12 @@ def test_the_payloads_do_run_code_when_unpickled(payload, tmp_path):
     marker = tmp_path / "ran"
     blob = PAYLOADS[payload](marker)
     if payload == "torch.save":
-        torch.load(io.BytesIO(blob), weights_only=False)
+        opened = torch.load(io.BytesIO(blob), weights_only=False)["net"]
     elif payload == "object array":
-        np.load(io.BytesIO(blob), allow_pickle=True)["net/0.weight"]
+        opened = np.load(io.BytesIO(blob), allow_pickle=True)["net/0.weight"][0]
     else:
-        pickle.loads(blob)
+        opened = pickle.loads(blob)["net"]
+    opened.close()
     assert marker.exists()
 
 
@@ -105,23 +106,13 @@ def test_mlp_round_trip_gives_identical_predictions(saved_mlp):
     np.testing.assert_array_equal(restored.predict_features(features), model.predict_features(features))
 
 
-def _with_weights(path, out, change) -> None:
-    """Copy the archive at ``path`` to ``out`` with ``change`` applied to the arrays of its model.bin."""
-    with zipfile.ZipFile(path) as archive:
-        blobs = {n: archive.read(n) for n in archive.namelist()}
-    arrays = read_arrays(blobs["model.bin"], "model.bin")
-    change(arrays)
-    blobs["model.bin"] = arrays_bytes(arrays)
-    with zipfile.ZipFile(out, "w") as archive:
-        for n, blob in blobs.items():
-            archive.writestr(n, blob)
-
-
 def test_a_missing_or_misshaped_weight_names_the_file_and_the_key(saved_mlp, tmp_path):
     path, _, _ = saved_mlp
     missing, misshaped = tmp_path / "missing.model", tmp_path / "misshaped.model"
-    _with_weights(path, missing, lambda arrays: arrays.pop("net/0.weight"))
-    _with_weights(path, misshaped, lambda arrays: arrays.update({"net/2.bias": np.zeros(3, np.float32)}))
+    with_changed_arrays(path, missing, lambda arrays: arrays.pop("net/0.weight"))
+    with_changed_arrays(
+        path, misshaped, lambda arrays: arrays.update({"net/2.bias": np.zeros(3, np.float32)})
+    )
     with pytest.raises(
         CostModelFileError, match=r"missing\.model: model\.bin: lacks the array 'net/0\.weight'"
     ):

@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
+from archive_helpers import with_changed_arrays
 from conftest import SOURCE, TARGET, TINY
 
 from tenset_tools.frame import group_keys
@@ -206,6 +207,21 @@ def test_another_version_or_model_is_refused(pretrained, tmp_path):
         CostModelFileError, match="holds a BiLSTMCostModel model; load it with BiLSTMCostModel"
     ):
         make_cost_model("mlp").load(str(path))
+
+
+def test_a_missing_or_misshaped_array_names_the_file_and_the_key(pretrained, tmp_path):
+    path, _, _ = pretrained
+    missing, misshaped = tmp_path / "missing.zip", tmp_path / "misshaped.zip"
+    with_changed_arrays(path, missing, lambda arrays: arrays.pop("stats/h_mean"))
+    with_changed_arrays(
+        path, misshaped, lambda arrays: arrays.update({"base/head.0.bias": np.zeros(1, np.float32)})
+    )
+    with pytest.raises(CostModelFileError, match=r"missing\.zip: model\.bin: lacks the array 'stats/h_mean'"):
+        load_cost_model(missing)
+    with pytest.raises(
+        CostModelFileError, match=r"misshaped\.zip: model\.bin: the array 'base/head\.0\.bias'"
+    ):
+        load_cost_model(misshaped)
 
 
 def test_bad_arguments_are_clear_errors(dataset):
