@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tenset_tools.atomic import atomic_write_text
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -50,8 +52,10 @@ def report_path(system: str, name: str, suffix: str, quick: bool = False) -> Pat
 
 def write_report(system: str, name: str, report: dict, markdown: str, quick: bool = False) -> None:
     """Write ``results/<system>/<name>.json`` and ``.md`` (see :func:`report_path`) and print the Markdown."""
-    report_path(system, name, ".json", quick).write_text(json.dumps(report, indent=2, default=float) + "\n")
-    report_path(system, name, ".md", quick).write_text(markdown)
+    atomic_write_text(
+        report_path(system, name, ".json", quick), json.dumps(report, indent=2, default=float) + "\n"
+    )
+    atomic_write_text(report_path(system, name, ".md", quick), markdown)
     print(markdown)
 
 

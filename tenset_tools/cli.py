@@ -85,6 +85,9 @@ def _metaschedule_databases(paths: list[str]) -> list[Path]:
 def _run_convert(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    missing = [log for log in args.logs if not Path(log).exists()]
+    if missing:
+        raise FileNotFoundError(f"no such input: {', '.join(missing)}")
     databases = _metaschedule_databases(args.logs)
     start = time.perf_counter()
     with tqdm(unit=" records", disable=args.no_progress, desc="convert") as bar:

@@ -12,6 +12,7 @@ Units: ``flops`` is the floating-point operation count of one run of the task (a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .atomic import atomic_output
 from .frame import group_keys, normalised_throughput, record_costs
 
 __all__ = [
@@ -260,7 +262,8 @@ class DatasetWriter:
 
     Tables are buffered into row groups of about ``row_group_rows`` rows (small writes would make small,
     slow-to-read row groups); memory is bounded by that buffer, not by the file size. Use as a context
-    manager, or call :meth:`close`.
+    manager, or call :meth:`close`. The file appears at ``path`` only when :meth:`close` succeeds: leaving
+    the ``with`` block by an exception keeps the previous content of ``path``.
     """
 
     def __init__(
@@ -274,16 +277,23 @@ class DatasetWriter:
         self.row_group_rows = row_group_rows
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        # The stream goes to a temporary beside ``path``; only a successful close puts it in place.
+        self._output = contextlib.ExitStack()
+        temporary = self._output.enter_context(atomic_output(self.path))
         schema = SCHEMA.with_metadata(_metadata(hw_feature_names))
         # Dictionary encoding and statistics only where they pay off: on the nested float columns they
         # tripled the write time (dictionaries of millions of floats, then abandoned).
-        self._writer = pq.ParquetWriter(
-            self.path,
-            schema,
-            compression="zstd",
-            use_dictionary=list(_DICTIONARY_COLUMNS),
-            write_statistics=list(_STATISTICS_COLUMNS),
-        )
+        try:
+            self._writer = pq.ParquetWriter(
+                temporary,
+                schema,
+                compression="zstd",
+                use_dictionary=list(_DICTIONARY_COLUMNS),
+                write_statistics=list(_STATISTICS_COLUMNS),
+            )
+        except BaseException as error:
+            self._drop_temporary(error)
+            raise
 
     def write(self, table_or_frame: pa.Table | pd.DataFrame) -> None:
         table = _as_table(table_or_frame).replace_schema_metadata(self._writer.schema.metadata)
@@ -299,14 +309,35 @@ class DatasetWriter:
         self._pending, self._pending_rows = [], 0
 
     def close(self) -> None:
-        self._flush()
+        """Write the buffered rows and put the finished file at ``path``."""
+        try:
+            self._flush()
+        except BaseException as error:
+            self._discard(error)
+            raise
         self._writer.close()
+        self._output.close()
+
+    def _discard(self, error: BaseException) -> None:
+        """Drop the rows written so far: ``path`` keeps its previous content (or stays absent)."""
+        try:
+            self._writer.close()
+        finally:
+            self._drop_temporary(error)
+
+    def _drop_temporary(self, error: BaseException) -> None:
+        self._output.__exit__(type(error), error, error.__traceback__)
 
     def __enter__(self) -> DatasetWriter:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(
+        self, exc_type: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        if error is None:
+            self.close()
+        else:
+            self._discard(error)
 
 
 def write_dataset(

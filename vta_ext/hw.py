@@ -14,6 +14,8 @@ import json
 import os
 from dataclasses import dataclass
 
+from tenset_tools.atomic import atomic_output
+
 
 @dataclass(frozen=True)
 class HwConfig:
@@ -145,7 +147,7 @@ class HwConfig:
             return cls.from_dict(json.load(f))
 
     def save(self, path: str | os.PathLike) -> None:
-        with open(path, "w") as f:
+        with atomic_output(path) as temporary, open(temporary, "w") as f:
             json.dump(self.to_dict(), f, indent=2)
             f.write("\n")
 

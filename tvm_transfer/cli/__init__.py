@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenset_tools import command
+from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
@@ -71,7 +72,7 @@ def _report(args: argparse.Namespace, result) -> int:
     if args.profile:
         _print_profile(result.profile)
     if args.json:
-        Path(args.json).write_text(json.dumps(asdict(result), indent=1, default=float))
+        atomic_write_text(args.json, json.dumps(asdict(result), indent=1, default=float))
     return 0
 
 

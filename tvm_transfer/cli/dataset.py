@@ -17,8 +17,8 @@ import argparse
 import json
 import logging
 import time
-from pathlib import Path
 
+from tenset_tools.atomic import atomic_write_text
 from tenset_tools.cli import add_split_options, markdown_table, split_options
 from tenset_tools.command import Command
 
@@ -155,7 +155,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     metrics = evaluate_model(cost_model, test)
     print(markdown_table([*_summary(test), *metrics.items()]))
     if args.json:
-        Path(args.json).write_text(json.dumps(metrics, indent=1))
+        atomic_write_text(args.json, json.dumps(metrics, indent=1))
     return 0
 
 

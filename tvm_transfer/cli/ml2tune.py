@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.methods import KNOB_TUNER_METHODS, make_tuner
@@ -135,7 +136,7 @@ def _run_ml2tune(args: argparse.Namespace) -> int:
             f"{r['compiles']} ({r['compile_failures']}) | {r['best_ms']:.3f} | {r['gops']:.1f} |"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, default=float) + "\n")
+        atomic_write_text(args.json, json.dumps(rows, indent=1, default=float) + "\n")
     return 0 if all(r["best_knobs"] for r in rows) else 1
 
 

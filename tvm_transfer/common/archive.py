@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import IO, Any
 
 import numpy as np
 import tvm_ffi
+
+from tenset_tools.atomic import atomic_output
 
 
 @tvm_ffi.register_error
@@ -31,8 +34,17 @@ def write_archive(
     target: str | Path | IO[bytes], format_name: str, version: int, meta: dict, blobs: dict[str, bytes]
 ) -> None:
     """Write a versioned model archive: a zip of ``meta.json`` (``meta`` plus the format name and version)
-    and the named binary ``blobs``. :func:`read_archive` reads it back."""
+    and the named binary ``blobs``. :func:`read_archive` reads it back. A file path is replaced only when
+    the whole archive is written (see :func:`~tenset_tools.atomic.atomic_output`)."""
     header = {"format": format_name, "format_version": version, **meta}
+    if not isinstance(target, (str, os.PathLike)):
+        _write_zip(target, header, blobs)
+        return
+    with atomic_output(target) as temporary:
+        _write_zip(temporary, header, blobs)
+
+
+def _write_zip(target: Path | IO[bytes], header: dict, blobs: dict[str, bytes]) -> None:
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("meta.json", json.dumps(header, indent=1))
         for name, blob in blobs.items():

@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tenset_tools.atomic import atomic_output
 from vta_ext.hw import HwConfig
 from vta_ext.knobs import Knobs
 from vta_ext.measure import MeasureResult
@@ -123,7 +124,7 @@ class TuneRun:
 
     def write_log(self, path: str | Path) -> None:
         """JSON lines: a header, then one event per line."""
-        with open(path, "w") as f:
+        with atomic_output(path) as temporary, open(temporary, "w") as f:
             header = {k: v for k, v in asdict(self).items() if k != "events"}
             f.write(json.dumps({"format": LOG_FORMAT, "version": LOG_VERSION, **header}) + "\n")
             for event in self.events:
