@@ -110,37 +110,83 @@ def _selection(args: argparse.Namespace):
         raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
 
-def _run_tune_network(args: argparse.Namespace) -> int:
-    from tvm_transfer.cli.copula import copula_strategy
-    from tvm_transfer.tuning.compile import compile_network
+def _load_model(args: argparse.Namespace):
+    """The model named by the ``network`` argument; an unknown or unimportable one ends the command with
+    its one-line reason (exit status 2)."""
+    from tvm_transfer.networks import ModelSourceError, load_model, relax_module
+
+    try:
+        model = load_model(args.network, args.input_shape)
+        relax_module(model)  # fail here, before any tuning, when TVM cannot import it
+    except ModelSourceError as error:
+        print(f"tvm-transfer {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+    return model
+
+
+def _network_work_dir(args: argparse.Namespace) -> Path:
+    from tvm_transfer.networks import model_slug
+
+    return _work_dir(args, model_slug(args.network, args.input_shape))
+
+
+def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy=None):
+    """Tune ``model``'s tasks in its work dir up to ``--trials``; returns the NetworkTuneResult."""
     from tvm_transfer.tuning.network import tune_network
 
-    selection = _selection(args)
-    work_dir = _work_dir(args, args.network)
-    target = resolve_target(args)
-    options = _options(args)
-    result = tune_network(
-        args.network,
-        work_dir,
+    return tune_network(
+        model,
+        _network_work_dir(args),
         cost_model=_cost_model(args),
-        target=target,
-        options=options,
+        target=resolve_target(args),
+        options=_options(args),
         selection=selection,
-        search_strategy=copula_strategy(args, options),
+        search_strategy=search_strategy,
+        layout_free=not args.no_layout_rewrite,
     )
-    status = _report(args, result)
-    if args.compile:
-        print(compile_network(args.network, work_dir, target=target).table())
-    return status
+
+
+def _run_tune_network(args: argparse.Namespace) -> int:
+    from tvm_transfer.cli.copula import copula_strategy
+
+    selection = _selection(args)
+    model = _load_model(args)
+    result = _tune_model(args, model, selection, copula_strategy(args, _options(args)))
+    if not args.compile:
+        return _report(args, result)
+    print(result.table())
+    return _compile_model(args, model, result)
 
 
 def _run_compile(args: argparse.Namespace) -> int:
+    model = _load_model(args)
+    tuning = None
+    if args.trials > 0:
+        tuning = _tune_model(args, model)
+        print(tuning.table())
+    return _compile_model(args, model, tuning)
+
+
+def _compile_model(args: argparse.Namespace, model, tuning) -> int:
+    """Build ``model`` from its work dir and print the comparison table; ``--json`` writes it with the
+    tuning result (if any). Exit status 1 when TVM's output differs from the reference by more than
+    ``--tolerance``."""
     from tvm_transfer.tuning.compile import compile_network
 
-    result = compile_network(args.network, _work_dir(args, args.network), target=resolve_target(args))
+    result = compile_network(
+        model,
+        _network_work_dir(args),
+        target=resolve_target(args),
+        runtimes=args.runtimes,
+        rounds=args.rounds,
+        layout_free=not args.no_layout_rewrite,
+    )
     print(result.table())
-    if result.max_abs_error > args.tolerance:
-        print(f"error: output differs from PyTorch by more than {args.tolerance}", file=sys.stderr)
+    if args.json:
+        report = {"compile": asdict(result), "tuning": asdict(tuning) if tuning is not None else None}
+        atomic_write_text(args.json, json.dumps(report, indent=1, default=float))
+    if not result.max_abs_error <= args.tolerance:
+        print(f"error: output differs from the reference by more than {args.tolerance}", file=sys.stderr)
         return 1
     return 0
 
@@ -201,11 +247,55 @@ def _add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     add_copula_arguments(parser)
 
 
+MODEL_HELP = (
+    "a built-in network ({builtin}), torchvision:NAME (any torchvision classification model, random "
+    "weights), a path ending in .onnx, or package.module:factory (a callable returning "
+    "(torch.nn.Module, example_inputs))"
+)
+
+
+def _input_shape(text: str) -> tuple[int, ...]:
+    """``--input-shape``: comma-separated positive integers, batch first."""
+    try:
+        shape = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(v < 1 for v in shape):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shape: comma-separated positive integers, e.g. 1,3,224,224"
+        )
+    return shape
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    from tvm_transfer.networks import NETWORKS
+    from tvm_transfer.runtimes import RUNTIMES
+
+    parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
+    parser.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        help="input shape, batch first (default: the network's own; 1,3,224,224 for torchvision)",
+    )
+    parser.add_argument(
+        "--no-layout-rewrite",
+        action="store_true",
+        help="do not let schedules re-lay out the weights (tune and compile with the same setting)",
+    )
+    parser.add_argument(
+        "--runtimes",
+        type=lambda text: [] if text == "none" else text.split(","),
+        default=list(RUNTIMES),
+        help=f"comparison runtimes, comma-separated, or none (default: {','.join(RUNTIMES)})",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="max abs error allowed (default 1e-3)")
+
+
 def _add_tune_network_arguments(parser: argparse.ArgumentParser) -> None:
     from tvm_transfer.cli.copula import add_copula_arguments
-    from tvm_transfer.networks import NETWORKS
 
-    parser.add_argument("network", choices=list(NETWORKS))
+    _add_model_arguments(parser)
     parser.add_argument(
         "--flops-share",
         type=float,
@@ -216,19 +306,15 @@ def _add_tune_network_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-transfer", action="store_true", help="leave untuned tasks on TVM's default schedule"
     )
-    parser.add_argument("--compile", action="store_true", help="then build the network and time it")
+    parser.add_argument("--compile", action="store_true", help="then build the network and compare it")
     add_tuning_arguments(parser)
     add_copula_arguments(parser, network=True)
 
 
 def _add_compile_arguments(parser: argparse.ArgumentParser) -> None:
-    from tvm_transfer.networks import NETWORKS
-
-    parser.add_argument("network", choices=list(NETWORKS))
-    parser.add_argument("--cost-model", default="xgboost", help="only to find the default work dir")
-    parser.add_argument("--work-dir", help="the work dir the network was tuned in")
-    parser.add_argument("--tolerance", type=float, default=1e-3, help="max abs error allowed (default 1e-3)")
-    add_target_arguments(parser)
+    _add_model_arguments(parser)
+    add_tuning_arguments(parser)
+    parser.set_defaults(trials=0)
 
 
 _SHAPES = "; ".join(
@@ -248,14 +334,15 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "tune-network",
-        "tune every task of a small PyTorch network",
+        "tune every task of a network (built-in, torchvision, ONNX or your own PyTorch model)",
         _add_tune_network_arguments,
         _run_tune_network,
         description=None,
     ),
     Command(
         "compile",
-        "build a tuned network, run it and check it against PyTorch",
+        "build a network with its tuned schedules (--trials N tunes first), check it and time it against "
+        "PyTorch, torch.compile and ONNX Runtime",
         _add_compile_arguments,
         _run_compile,
         description=None,

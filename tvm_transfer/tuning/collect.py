@@ -40,6 +40,7 @@ from tenset_tools.metaschedule import (
     write_sidecar,
 )
 from tvm_transfer.builder import PersistentBuilder
+from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import evaluator_config, local_runner
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
@@ -103,7 +104,7 @@ def plan(networks: Sequence[str], targets: Sequence[CpuTarget], budget: int, wor
     pairs = [(network, target) for network in networks for target in targets]
     share, remainder = divmod(budget, len(pairs))
     return [
-        Job(network, target, work_dir / f"{network}__{target.name}", share + (i < remainder))
+        Job(network, target, work_dir / f"{model_slug(network)}__{target.name}", share + (i < remainder))
         for i, (network, target) in enumerate(pairs)
     ]
 
@@ -226,9 +227,9 @@ class StoreFeatureReport:
 def add_store_features(
     frame: pd.DataFrame, num_threads: int = 1, progress: bool = True
 ) -> tuple[pd.DataFrame, StoreFeatureReport]:
-    """A copy of a dataset frame collected from :data:`tvm_transfer.networks.NETWORKS` (``tenset-tools
-    collect``) with ``store_features`` filled where it is missing, for files written before the schema
-    had that column (version 1) whose work dirs are gone.
+    """A copy of a dataset frame collected from networks of :func:`tvm_transfer.networks.load_model`
+    (``tenset-tools collect``) with ``store_features`` filled where it is missing, for files written
+    before the schema had that column (version 1) whose work dirs are gone.
 
     Each (network, target) pair's tasks are extracted again for the record's target (``llvm/MCPU/CORES``),
     each record's trace is replayed on its task and lowered, and the per-store rows are kept only where
@@ -245,7 +246,12 @@ def add_store_features(
     extractor = KernelFeatureExtractor()
     for (network, tid), records in missing.groupby(["network", "target_id"], sort=False):
         target = target_of_id(tid)
-        tasks = {shash2hex(t.dispatched[0]): t.dispatched[0] for t in extract_network_tasks(network, target)}
+        # Records from before weights were marked layout-free have the unmarked tasks: look up both.
+        tasks = {
+            shash2hex(t.dispatched[0]): t.dispatched[0]
+            for layout_free in (True, False)
+            for t in extract_network_tasks(network, target, layout_free)
+        }
         for key, group in records.groupby("workload_key", sort=False):
             mod = tasks.get(json.loads(key)[0])
             rows = _replayed_store_rows(mod, group, target, extractor, num_threads) if mod else {}

@@ -1,72 +1,167 @@
-"""Compiling a network of :data:`tvm_transfer.networks.NETWORKS` with its tuned schedules, checked and
-timed against PyTorch."""
+"""Compiling a network with its tuned schedules, checked against PyTorch (or ONNX Runtime for an ONNX
+model) and timed side by side with the runtimes users compare against."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import tvm
+from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.networks import NETWORKS, NetworkSpec, import_network, prepare_for_inference
+from tvm_transfer.networks import (
+    LoadedModel,
+    fused_for_extraction,
+    fusion_passes,
+    load_model,
+    lowering_passes,
+    prepack_passes,
+    relax_module,
+)
+from tvm_transfer.runtimes import ComparedModel, RuntimeResult, compare_runtimes
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.session import open_database
-from tvm_transfer.workloads import median_seconds
+
+log = logging.getLogger(__name__)
+
+#: The comparison runtimes timed by default beside TVM.
+DEFAULT_RUNTIMES = ("eager", "torch.compile", "onnxruntime")
 
 
 @dataclass
 class CompileResult:
-    """A network built with a tuned database and run once: its error against PyTorch and its speed
-    (latencies in seconds)."""
+    """A network built with a tuned database: each runtime's latency (seconds, fastest of interleaved
+    rounds) and error against the reference output, TVM's first."""
 
     name: str
-    max_abs_error: float
-    tvm_seconds: float
-    torch_seconds: float
+    target: str
+    threads: int
+    results: list[RuntimeResult]
+    tuned_tasks: tuple[int, int]  # tasks with a tuned schedule, all tasks
+    build_seconds: float
+    layout_free: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tvm(self) -> RuntimeResult:
+        """TVM's row."""
+        return self.results[0]
+
+    @property
+    def max_abs_error(self) -> float:
+        """TVM's largest absolute difference from the reference output (``inf`` when TVM failed)."""
+        error = self.tvm.max_abs_error
+        return float("inf") if error is None else error
 
     def table(self) -> str:
-        """One line: the error against PyTorch and both latencies."""
-        return (
-            f"{self.name}: max |TVM - PyTorch| = {self.max_abs_error:.3g}; "
-            f"TVM {self.tvm_seconds * 1e3:.4f} ms, PyTorch {self.torch_seconds * 1e3:.4f} ms "
-            f"({self.torch_seconds / self.tvm_seconds:.2f}x)"
-        )
+        """A plain-text table: per runtime its latency, TVM's speed-up over it, and its error."""
+        lines = [
+            f"{self.name} on {self.target}, {self.threads} thread(s); {self.tuned_tasks[0]} of "
+            f"{self.tuned_tasks[1]} tasks tuned, "
+            f"built in {self.build_seconds:.1f} s",
+            f"{'runtime':<16} {'latency ms':>11} {'TVM speed-up':>13} {'max |err|':>10}  status",
+        ]
+        tvm_seconds = self.tvm.seconds
+        for row in self.results:
+            latency = f"{row.seconds * 1e3:11.3f}" if row.seconds else f"{'-':>11}"
+            ratio = f"{row.seconds / tvm_seconds:12.2f}x" if row.seconds and tvm_seconds else f"{'-':>13}"
+            error = f"{row.max_abs_error:10.2g}" if row.max_abs_error is not None else f"{'-':>10}"
+            lines.append(f"{row.name:<16} {latency} {ratio} {error}  {row.status}")
+        return "\n".join(lines + self.notes)
+
+
+def build_network(
+    mod: tvm.IRModule, database: ms.database.Database, target: tvm.target.Target, layout_free: bool = True
+) -> relax.VMExecutable:
+    """Build ``mod`` with the schedules of ``database``: fused as at task extraction, tuned functions
+    replaced by their best records, weight layouts pre-packed (``layout_free``), the rest lowered by TVM's
+    default. Tasks without a record keep TVM's default (unscheduled) lowering."""
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> tvm.IRModule:
+        mod = tvm.transform.Sequential(fusion_passes(target, layout_free))(mod)
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+        if layout_free:
+            mod = tvm.transform.Sequential(prepack_passes())(mod)
+        return tvm.transform.Sequential(lowering_passes(target))(mod)
+
+    import_tensor_intrin_fast()
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=pipeline)
 
 
 def compile_network(
-    name: str, work_dir: str | Path, *, target: tvm.target.Target | dict | None = None
+    model: str | LoadedModel,
+    work_dir: str | Path,
+    *,
+    target: tvm.target.Target | dict | None = None,
+    runtimes: Sequence[str] = DEFAULT_RUNTIMES,
+    rounds: int = 5,
+    layout_free: bool = True,
 ) -> CompileResult:
-    """Build network ``name`` with the schedules tuned in ``work_dir``, run it, and compare with PyTorch.
-
-    Operators without a tuned schedule are compiled with TVM's default (unscheduled) lowering.
-    """
-    from tvm import relax
+    """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
+    schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
+    :data:`DEFAULT_RUNTIMES`) on the same inputs and as many threads as the target has cores, in
+    ``rounds`` interleaved rounds (the fastest round of each is kept)."""
 
     target = as_target(target)
-    import_tensor_intrin_fast()
-    network = import_network(name)
-    executable = ms.relax_integration.compile_relax(
-        open_database(Path(work_dir)), prepare_for_inference(network), target, params=None
-    )
+    model = load_model(model) if isinstance(model, str) else model
+    threads = int(target.attrs.get("num-cores", 0)) or os.cpu_count() or 1
+    notes = _set_runtime_threads(threads)
+    database = open_database(Path(work_dir))
+    mod = relax_module(model)
+    tuned = _tuned_tasks(mod, database, target, layout_free)
+    start = time.perf_counter()
+    executable = build_network(mod, database, target, layout_free)
+    build_seconds = time.perf_counter() - start
     vm = relax.VirtualMachine(executable, tvm.cpu())
-    data = tvm.runtime.tensor(network.example_input)
-    output = vm["main"](data)
-    output = output[0] if isinstance(output, tvm.ir.Array | list | tuple) else output
-    error = float(np.max(np.abs(output.numpy() - network.torch_output)))
-    timer = vm.time_evaluator("main", tvm.cpu(), number=10, repeat=3, min_repeat_ms=100)
-    tvm_seconds = float(np.median(timer(data).results))
-    return CompileResult(name, error, tvm_seconds, _torch_seconds(NETWORKS[name], network.example_input))
+    arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+    results = compare_runtimes(
+        ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
+        {"TVM": lambda: _numpy_outputs(vm["main"](*arguments))},
+        runtimes=runtimes,
+        rounds=rounds,
+    )
+    return CompileResult(
+        name=model.name,
+        target=str(target),
+        threads=threads,
+        results=results,
+        tuned_tasks=tuned,
+        build_seconds=build_seconds,
+        layout_free=layout_free,
+        notes=notes,
+    )
 
 
-def _torch_seconds(spec: NetworkSpec, example: np.ndarray) -> float:
-    """Median latency of the PyTorch model of ``spec`` on ``example``, in seconds."""
-    import torch
+def _tuned_tasks(
+    mod: tvm.IRModule, database: ms.database.Database, target: tvm.target.Target, layout_free: bool
+) -> tuple[int, int]:
+    """How many of ``mod``'s tasks ``database`` holds a schedule for, and how many tasks there are."""
+    tasks = ms.relax_integration.extract_tasks(fused_for_extraction(mod, target, layout_free), target)
+    found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
+    return found, len(tasks)
 
-    torch.manual_seed(0)
-    model = spec.factory().eval()
-    x = torch.from_numpy(example)
-    with torch.no_grad():
-        return median_seconds(lambda: model(x), min_seconds=0.2, repeats=5)
+
+def _set_runtime_threads(threads: int) -> list[str]:
+    """Run TVM's compiled code on ``threads`` threads (TVM's own default is half the logical CPUs). TVM
+    reads ``TVM_NUM_THREADS`` when its thread pool starts; returns a note when it had already started."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    actual = int(tvm.get_global_func("runtime.NumThreads")())
+    if actual != threads:
+        return [f"note: TVM's thread pool had started with {actual} thread(s) before {threads} were asked"]
+    return []
+
+
+def _numpy_outputs(output: object) -> list[np.ndarray]:
+    """The VM's output (a tensor or a nested tuple of them) as a flat list of arrays."""
+    if isinstance(output, tvm.ir.Array | list | tuple):
+        return [array for item in output for array in _numpy_outputs(item)]
+    return [output.numpy()]

@@ -1,6 +1,7 @@
-"""Tuning a network of :data:`tvm_transfer.networks.NETWORKS`: its MetaSchedule tasks, tuned together by the
-gradient task scheduler, or only the tasks a :class:`~tvm_transfer.tuning.task_selection.TaskSelection`
-picks (each for its own budget) with schedules transferred to the others."""
+"""Tuning a network (any model :func:`tvm_transfer.networks.load_model` resolves): its MetaSchedule tasks,
+tuned together by the gradient task scheduler, or only the tasks a
+:class:`~tvm_transfer.tuning.task_selection.TaskSelection` picks (each for its own budget) with schedules
+transferred to the others. Every measured batch is logged per task (:mod:`~tvm_transfer.tuning.rounds`)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.flops import estimate_flops
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
 from tvm_transfer.runner import target_runner
 from tvm_transfer.target import as_target
+from tvm_transfer.tuning.rounds import ROUNDS_FILE, RoundLog, read_rounds
 from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
 from tvm_transfer.tuning.session import (
     Measurement,
@@ -54,6 +57,8 @@ class NetworkTuneResult:
     # (selected tasks, budgets, transfer outcomes); see tvm_transfer.tuning.task_selection.
     status: list[str] = field(default_factory=list)
     selection: dict = field(default_factory=dict)
+    # The round log of the work dir (tvm_transfer.tuning.rounds): per batch, every task's best so far.
+    rounds: list[dict] = field(default_factory=list)
 
     @property
     def weighted_latency(self) -> float:
@@ -62,12 +67,19 @@ class NetworkTuneResult:
 
     def table(self) -> str:
         """A plain-text table of the tasks and the weighted latency."""
-        lines = [f"{'task':<56} {'weight':>6} {'MFLOP':>9} {'best ms':>9} {'GFLOPS':>8} {'trials':>6}"]
-        if self.status:
-            lines[0] += "  status"
+        header = (
+            f"{'task':<50} {'weight':>6} {'MFLOP':>9} {'FLOPs%':>6} {'best ms':>9} {'GFLOPS':>8} "
+            f"{'trials':>6}"
+        )
+        lines = [header + ("  status" if self.status else "")]
+        total = sum(w * f for _, w, f, _, _ in self.tasks if np.isfinite(f)) or 1.0
         for i, (task, weight, flops, best, trials) in enumerate(self.tasks):
             gflops = flops / best / 1e9 if np.isfinite(best) else 0.0
-            row = f"{task[:56]:<56} {weight:>6g} {flops / 1e6:>9.2f} {best * 1e3:>9.4f} {gflops:>8.1f}"
+            share = 100 * weight * flops / total
+            row = (
+                f"{task[:50]:<50} {weight:>6g} {flops / 1e6:>9.2f} {share:>6.1f} {best * 1e3:>9.4f} "
+                f"{gflops:>8.1f}"
+            )
             lines.append(f"{row} {trials:>6}" + (f"  {self.status[i]}" if self.status else ""))
         latency = f"{self.weighted_latency * 1e3:.4f} ms"
         if self.status and not np.isfinite(self.weighted_latency):
@@ -81,18 +93,20 @@ class NetworkTuneResult:
         return "\n".join(lines)
 
 
-def extract_network_tasks(name: str, target: tvm.target.Target) -> list[ms.ExtractedTask]:
-    """The MetaSchedule tasks (``ExtractedTask``: name, module, weight) of a network of
-    :data:`tvm_transfer.networks.NETWORKS`, extracted as ``compile_network`` will look them up."""
-    from tvm_transfer.networks import fused_for_extraction, import_network, prepare_for_inference
-
-    mod = prepare_for_inference(import_network(name))
-    return list(ms.relax_integration.extract_tasks(fused_for_extraction(mod, target), target))
+def extract_network_tasks(
+    model: str | LoadedModel, target: tvm.target.Target, layout_free: bool = True
+) -> list[ms.ExtractedTask]:
+    """The MetaSchedule tasks (``ExtractedTask``: name, module, weight) of ``model`` (a name for
+    :func:`~tvm_transfer.networks.load_model`, or a loaded model), extracted as
+    :func:`~tvm_transfer.tuning.compile.compile_network` will look them up."""
+    model = load_model(model) if isinstance(model, str) else model
+    mod = fused_for_extraction(relax_module(model), target, layout_free)
+    return list(ms.relax_integration.extract_tasks(mod, target))
 
 
 @meta_schedule_log_level()
 def tune_network(
-    name: str,
+    model: str | LoadedModel,
     work_dir: str | Path,
     *,
     cost_model: str | ms.CostModel = "xgboost",
@@ -102,11 +116,14 @@ def tune_network(
     measure: Measurement | None = None,
     selection: TaskSelection | None = None,
     search_strategy: ms.search_strategy.SearchStrategy | None = None,
+    layout_free: bool = True,
 ) -> NetworkTuneResult:
-    """Tune every task of a network of :data:`tvm_transfer.networks.NETWORKS`; ``options.trials`` is the
-    budget for the whole network (measured records already in ``work_dir`` count), shared by
-    MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to some of the network's
-    :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder, runner or progress bar.
+    """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
+    model); ``options.trials`` is the budget for the whole network (measured records already in
+    ``work_dir`` count), shared by MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to
+    some of the network's :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder,
+    runner, progress bar or extra measure callbacks. ``layout_free`` lets schedules re-lay out the weights
+    (compile with the same setting).
 
     With ``selection`` only the tasks carrying most of the network's FLOPs are tuned, one after another,
     each for a budget proportional to its weight x FLOPs (records already in ``work_dir`` count against
@@ -115,32 +132,70 @@ def tune_network(
     ``transferred-from-<task>`` or ``default``. ``None`` keeps the gradient scheduler over all tasks.
     ``search_strategy`` replaces the default evolutionary search; every task tunes its own clone (e.g. a
     :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
-    source tasks)."""
+    source tasks).
+
+    After every measured batch the best latency of every task is appended to ``work_dir``'s round log
+    (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
+    tuned and the estimated network latency."""
     options = options or TuneOptions()
     strategy = search_strategy or evolutionary_search(options)
     target = as_target(target)
     import_tensor_intrin_fast()
-    extracted = list(tasks) if tasks is not None else extract_network_tasks(name, target)
+    name = model if isinstance(model, str) else model.name
+    extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     work_dir = Path(work_dir)
+    measure = measure or Measurement()
     if selection is not None:
         return _tune_selected(
-            name, extracted, work_dir, cost_model, target, options, selection, measure or Measurement(),
-            strategy,
-        )  # fmt: skip
+            name, extracted, work_dir, cost_model, target, options, selection, measure, strategy
+        )
+    tunable = [i for i, task in enumerate(extracted) if not task.mod.attrs.get("tirx.is_scheduled", False)]
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted, str(work_dir), strategy=strategy, num_threads=search_threads(options),
-        seed=options.seed,
+        [extracted[i] for i in tunable], str(work_dir), strategy=strategy,
+        num_threads=search_threads(options), seed=options.seed,
     )  # fmt: skip
-    run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, options, measure)
+    log, bar = _round_log(extracted, work_dir, options, measure, options.trials)
+    logged = dataclasses.replace(
+        measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
+    )
+    try:
+        run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, options, logged)
+    finally:
+        if measure.progress_bar is None:
+            bar.close()
+    database = open_database(work_dir)
     return NetworkTuneResult(
         name=name,
         target=str(target),
         cost_model=cost_model_name(cost_model),
-        tasks=[_task_row(task, records) for task, records in zip(extracted, run.records, strict=True)],
+        tasks=[_task_row(task, records_of(database, task.dispatched[0])) for task in extracted],
         new_trials=len(run.latencies),
         tuning_seconds=run.seconds,
         profile=run.profile,
+        rounds=read_rounds(work_dir),
     )
+
+
+def _round_log(
+    extracted: list[ms.ExtractedTask], work_dir: Path, options: TuneOptions, measure: Measurement, budget: int
+) -> tuple[RoundLog, tqdm]:
+    """The work dir's round log, primed with the records already measured, and the progress bar it
+    annotates (the caller's, else a new one over the trials still to measure)."""
+    database = open_database(work_dir)
+    previous = [records_of(database, task.dispatched[0]) for task in extracted]
+    done = sum(len(r) for r in previous)
+    bar = measure.progress_bar or tqdm(
+        total=max(budget - done, 0), unit="trial", disable=not options.progress, desc="tuning"
+    )
+    log = RoundLog(
+        work_dir / ROUNDS_FILE,
+        [task.task_name for task in extracted],
+        [float(task.weight) for task in extracted],
+        [best_seconds(r) for r in previous],
+        done,
+        bar,
+    )
+    return log, bar
 
 
 def _task_row(
@@ -167,17 +222,15 @@ def _tune_selected(
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     builder = measure.builder or PersistentBuilder()
     runner = measure.runner or target_runner(target)
-    bar = measure.progress_bar or tqdm(
-        total=options.trials, unit="trial", disable=not options.progress, desc="tuning"
-    )
-    shared = Measurement(builder=builder, runner=runner, progress_bar=bar)
+    log, bar = _round_log(extracted, work_dir, options, measure, options.trials)
+    shared = Measurement(builder=builder, runner=runner, progress_bar=bar, callbacks=measure.callbacks)
     model = resolve_cost_model(cost_model, options.seed)
     start = time.perf_counter()
     tune_seconds = transfer_seconds = 0.0
     outcomes: list[TransferOutcome] = []
     try:
         new_trials, profile = _tune_each(
-            extracted, chosen, budgets, work_dir, model, options, shared, search_strategy
+            extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
         )
         tune_seconds = time.perf_counter() - start
         database = open_database(work_dir)
@@ -200,6 +253,7 @@ def _tune_selected(
         tuning_seconds=time.perf_counter() - start,
         profile=profile,
         status=status,
+        rounds=read_rounds(work_dir),
         selection={
             "flops_share": selection.flops_share,
             "top_tasks": selection.top_tasks,
@@ -223,9 +277,10 @@ def _tune_each(
     options: TuneOptions,
     measure: Measurement,
     search_strategy: ms.search_strategy.SearchStrategy,
+    log: RoundLog,
 ) -> tuple[int, dict[str, float]]:
-    """Tune each chosen task alone for its budget; returns the trials measured and the summed profile
-    (seconds per MetaSchedule phase)."""
+    """Tune each chosen task alone for its budget, logging its batches in ``log``; returns the trials
+    measured and the summed profile (seconds per MetaSchedule phase)."""
     new_trials, profile = 0, {}
     for rank, (work, budget) in enumerate(zip(chosen, budgets, strict=True)):
         # MetaSchedule's logger set-up runs once per task here: each gets the caller's level.
@@ -242,7 +297,7 @@ def _tune_each(
                 work_dir,
                 model,
                 dataclasses.replace(options, trials=budget),
-                measure,
+                dataclasses.replace(measure, callbacks=[*measure.callbacks, log.callback([work.index])]),
             )
             new_trials += len(run.latencies)
             for key, seconds in run.profile.items():

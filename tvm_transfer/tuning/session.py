@@ -51,13 +51,14 @@ class TuneOptions:
 @dataclass
 class Measurement:
     """How candidates are measured, when the caller owns it: a builder (kept running across calls; the
-    caller shuts it down), a runner (e.g. an ``RPCRunner``) and a progress bar shared over several runs.
-    ``None`` fields take the defaults: a fresh :class:`PersistentBuilder`, :func:`target_runner`, a bar per
-    run."""
+    caller shuts it down), a runner (e.g. an ``RPCRunner``), a progress bar shared over several runs, and
+    measure callbacks run after the default ones. ``None`` fields take the defaults: a fresh
+    :class:`PersistentBuilder`, :func:`target_runner`, a bar per run."""
 
     builder: PersistentBuilder | None = None
     runner: ms.runner.Runner | None = None
     progress_bar: tqdm | None = None
+    callbacks: Sequence[ms.measure_callback.MeasureCallback] = ()
 
 
 @dataclass
@@ -176,7 +177,7 @@ def tune_contexts(
             log.info("resuming in %s: %d trials measured, %d to go", work_dir, done, remaining)
             for ctx, records in zip(contexts, previous, strict=True):
                 warm_start(model, ctx, records)
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), progress]
+        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), progress, *measure.callbacks]
         builder = measure.builder or PersistentBuilder()
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
         # measure on as many threads as the target has cores.

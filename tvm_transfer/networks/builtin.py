@@ -1,7 +1,7 @@
-"""Small real networks, imported from PyTorch through ``torch.export`` and TVM's Relax frontend.
+"""The built-in networks: blocks of well-known models, and a BERT-base encoder, defined with ``torch.nn``.
 
-TVM ships no model zoo and this machine cannot download weights, so the networks are defined here and
-initialised from a fixed seed; what is measured is their structure (the same layers as the originals).
+Nothing is downloaded: every network is initialised from a fixed seed; what is measured is its structure
+(the same layers and shapes as the original).
 """
 
 from __future__ import annotations
@@ -10,12 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
 import torch
-import tvm
 from torch import nn
-from tvm import relax
-from tvm.relax.frontend.torch import from_exported_program
 
 
 class ResNetBasicBlock(nn.Module):
@@ -75,6 +71,18 @@ def _conv_bn(
         nn.Conv2d(channels_in, channels_out, kernel, stride, kernel // 2, groups=groups, bias=False),
         nn.BatchNorm2d(channels_out),
     ]
+
+
+class BertEncoder(nn.Module):
+    """A stack of :class:`BertEncoderLayer`: the encoder of BERT without its embeddings (input: hidden
+    states). The defaults are BERT-base's (12 layers, hidden 768, 12 heads, feed-forward 3072)."""
+
+    def __init__(self, layers: int = 12, hidden: int = 768, heads: int = 12, ffn: int = 3072) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*(BertEncoderLayer(hidden, heads, ffn) for _ in range(layers)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
 
 
 class MobileNetV2Block(nn.Module):
@@ -167,6 +175,8 @@ NETWORKS: dict[str, NetworkSpec] = {
     "resnet_block": NetworkSpec(ResNetBasicBlock, (1, 64, 56, 56)),
     "mlp": NetworkSpec(MLP, (1, 784)),
     "bert_tiny_layer": NetworkSpec(BertEncoderLayer, (1, 64, 128)),
+    # A whole language model's encoder, sequence 128: 12 identical layers, so few distinct tasks.
+    "bert_base": NetworkSpec(BertEncoder, (1, 128, 768)),
     "mobilenet_v2_block": NetworkSpec(MobileNetV2Block, (1, 32, 28, 28)),
     # More pretraining data for transfer: other networks' blocks, other shapes of the same
     # operator families (depthwise 3x3 and 5x5, grouped, 1x1 and 3x3 convolutions; matmuls).
@@ -176,68 +186,3 @@ NETWORKS: dict[str, NetworkSpec] = {
     "resnext_block": NetworkSpec(partial(ResNetBottleneck, width=128, groups=32), (1, 256, 14, 14)),
     "bert_mini_layer": NetworkSpec(partial(BertEncoderLayer, hidden=256, heads=4, ffn=1024), (1, 32, 256)),
 }
-
-
-@dataclass
-class ImportedNetwork:
-    """A PyTorch network imported into Relax, with its parameters and a reference input and output."""
-
-    name: str
-    mod: tvm.IRModule
-    params: dict[relax.Var, tvm.runtime.Tensor]
-    example_input: np.ndarray
-    torch_output: np.ndarray
-
-
-def import_network(name: str, seed: int = 0) -> ImportedNetwork:
-    """Export ``NETWORKS[name]`` with ``torch.export`` and convert it to Relax (weights as params)."""
-    if name not in NETWORKS:
-        raise ValueError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
-    spec = NETWORKS[name]
-    torch.manual_seed(seed)
-    model = spec.factory().eval()
-    example = torch.randn(*spec.input_shape)
-    with torch.no_grad():
-        expected = model(example).numpy()
-        exported = torch.export.export(model, (example,))
-    mod = from_exported_program(exported, keep_params_as_input=True)
-    mod, detached = relax.frontend.detach_params(mod)
-    # detach_params returns the weights in the order of main's trailing parameters.
-    weights = detached.get("main", [])
-    variables = mod["main"].params[len(mod["main"].params) - len(weights) :]
-    return ImportedNetwork(name, mod, dict(zip(variables, weights, strict=True)), example.numpy(), expected)
-
-
-def bind_params(network: ImportedNetwork) -> tvm.IRModule:
-    """The network's Relax module with its weights bound as constants (what is tuned and compiled)."""
-    return relax.transform.BindParams("main", network.params)(network.mod)
-
-
-def _inference_passes() -> list[tvm.transform.Pass]:
-    # Batch-norm in inference form, then the bindings tidied; both before legalisation so that task
-    # extraction and compilation (which legalises and fuses on its own) see the same fused functions.
-    return [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-
-
-def prepare_for_inference(network: ImportedNetwork) -> tvm.IRModule:
-    """Bound weights, batch-norm decomposed for inference: the module that is tuned and compiled."""
-    return tvm.transform.Sequential(_inference_passes())(bind_params(network))
-
-
-def fused_for_extraction(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """Legalise and fuse ``mod`` exactly as ``ms.relax_integration.compile_relax`` does before it looks
-    schedules up, so that every extracted task is found again at compile time."""
-    try:
-        dispatch = relax.pipeline.library_dispatch_passes(target)
-    except (ValueError, AttributeError):  # targets without a registered dispatcher
-        dispatch = []
-    passes = [
-        *dispatch,
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ]
-    with target, tvm.transform.PassContext(opt_level=3):
-        return tvm.transform.Sequential(passes)(mod)

@@ -1,0 +1,33 @@
+"""Networks as the unit of work: built-in blocks, torchvision models, ONNX files and user factories,
+loaded by one resolver (:func:`load_model`) and imported into Relax (:func:`relax_module`)."""
+
+from tvm_transfer.networks.builtin import NETWORKS, NetworkSpec
+from tvm_transfer.networks.relax_import import (
+    fused_for_extraction,
+    fusion_passes,
+    lowering_passes,
+    prepack_passes,
+    relax_module,
+)
+from tvm_transfer.networks.sources import (
+    TORCHVISION_PREFIX,
+    LoadedModel,
+    ModelSourceError,
+    load_model,
+    model_slug,
+)
+
+__all__ = [
+    "NETWORKS",
+    "TORCHVISION_PREFIX",
+    "LoadedModel",
+    "ModelSourceError",
+    "NetworkSpec",
+    "fused_for_extraction",
+    "fusion_passes",
+    "load_model",
+    "lowering_passes",
+    "model_slug",
+    "prepack_passes",
+    "relax_module",
+]

@@ -1,0 +1,106 @@
+"""From a loaded model to the Relax module that is tuned and compiled, and the passes both steps share.
+
+Weights are bound as constants. Two things follow from that: batch-norm and transposes of weights fold
+into new constants at compile time, and :func:`fusion_passes` can mark the weights of every fused function
+as *layout-free* (``AttachAttrLayoutFreeBuffers``), so that MetaSchedule's ``RewriteLayout`` post-processor
+may store them in the layout its schedule reads best; :func:`prepack_passes` then applies that rewrite to
+the constants once, at compile time (as oneDNN and ONNX Runtime pre-pack weights).
+"""
+
+from __future__ import annotations
+
+import torch
+import tvm
+from tvm import relax
+
+from tvm_transfer.networks.sources import LoadedModel, ModelSourceError, error_line
+
+__all__ = ["fused_for_extraction", "fusion_passes", "lowering_passes", "prepack_passes", "relax_module"]
+
+
+def relax_module(model: LoadedModel) -> tvm.IRModule:
+    """``model`` in Relax with its weights bound as constants and batch-norm in inference form.
+
+    Raises :class:`ModelSourceError` when ``torch.export`` or TVM's frontend cannot import it."""
+    mod = _from_onnx(model) if model.onnx_path is not None else _from_torch(model)
+    # Batch-norm in inference form, then the bindings tidied; both before legalisation so that task
+    # extraction and compilation (which legalises and fuses on its own) see the same fused functions.
+    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    return tvm.transform.Sequential(passes)(mod)
+
+
+def _from_torch(model: LoadedModel) -> tvm.IRModule:
+    from tvm.relax.frontend.torch import from_exported_program
+
+    inputs = tuple(torch.from_numpy(x) for x in model.inputs)
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(model.torch_module, inputs)
+    except Exception as error:
+        raise ModelSourceError(model.name, f"torch.export failed: {error_line(error)}") from error
+    try:
+        return from_exported_program(exported, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+    except Exception as error:  # the frontend raises assertion, key and value errors for unsupported ops
+        raise ModelSourceError(
+            model.name, f"TVM's PyTorch frontend cannot import it: {error_line(error)}"
+        ) from error
+
+
+def _from_onnx(model: LoadedModel) -> tvm.IRModule:
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    proto = onnx.load(str(model.onnx_path))
+    weights = {init.name for init in proto.graph.initializer}
+    names = [value.name for value in proto.graph.input if value.name not in weights]
+    try:
+        return from_onnx(
+            proto,
+            shape_dict={n: list(x.shape) for n, x in zip(names, model.inputs, strict=True)},
+            dtype_dict={n: str(x.dtype) for n, x in zip(names, model.inputs, strict=True)},
+            keep_params_in_input=False,
+        )
+    except Exception as error:
+        raise ModelSourceError(
+            model.name, f"TVM's ONNX frontend cannot import it: {error_line(error)}"
+        ) from error
+
+
+def fusion_passes(target: tvm.target.Target, layout_free: bool = True) -> list[tvm.transform.Pass]:
+    """Dispatch, legalise and fuse as TVM's CPU pipeline does: the functions tasks are extracted from and
+    schedules are looked up for at compile time. With ``layout_free`` the fused functions' weights are
+    marked layout-free."""
+    passes = _cpu_pipeline(target).library_dispatch_passes(target) + _cpu_pipeline(target).legalize_passes(
+        target
+    )
+    return [*passes, relax.transform.AttachAttrLayoutFreeBuffers()] if layout_free else passes
+
+
+def lowering_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """TVM's CPU dataflow-lowering and finalisation passes (after the schedules are applied)."""
+    pipeline = _cpu_pipeline(target)
+    return pipeline.dataflow_lower_passes(target) + pipeline.finalize_passes(target)
+
+
+def _cpu_pipeline(target: tvm.target.Target):
+    # TVM 0.27's generic dispatcher (relax.pipeline.dataflow_lower_passes) looks up a function the CPU
+    # backend package does not export; its pipeline module has them all.
+    from tvm.relax.backend.cpu_generic import pipeline
+
+    if target.kind.name != "llvm":
+        raise ValueError(f"networks are compiled for CPU (llvm) targets, not {target.kind.name!r}")
+    return pipeline
+
+
+def prepack_passes() -> list[tvm.transform.Pass]:
+    """After the database is applied: split each tuned function's weight-layout rewrite into its own
+    function and fold it over the constant weights, so the rewrite runs at compile time, not per call."""
+    return [relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
+
+
+def fused_for_extraction(
+    mod: tvm.IRModule, target: tvm.target.Target, layout_free: bool = True
+) -> tvm.IRModule:
+    """``mod`` after :func:`fusion_passes`: the module MetaSchedule's task extraction reads."""
+    with target, tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential(fusion_passes(target, layout_free))(mod)

@@ -1,0 +1,216 @@
+"""Where a network comes from: one resolver for every command that takes a model.
+
+A model is named by one string:
+
+- a built-in name of :data:`~tvm_transfer.networks.builtin.NETWORKS` (``resnet_block``, ``bert_base``, ...);
+- ``torchvision:NAME``, any torchvision classification builder (random weights, nothing downloaded);
+- a path ending in ``.onnx``;
+- ``package.module:factory``, a callable of the user's returning ``(torch.nn.Module, example_inputs)``.
+
+Built-in and torchvision networks get seeded random weights, then their normalisation statistics are
+calibrated on random inputs and weights that their initialiser leaves at zero are drawn small: left as
+initialised, several of them output almost exactly zero, which would make any numeric check pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from tvm_transfer.networks.builtin import NETWORKS
+
+__all__ = ["TORCHVISION_PREFIX", "LoadedModel", "ModelSourceError", "error_line", "load_model", "model_slug"]
+
+TORCHVISION_PREFIX = "torchvision:"
+DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
+
+
+class ModelSourceError(ValueError):
+    """A model that cannot be found, loaded or imported; the message names the model and the cause."""
+
+    def __init__(self, model: str, cause: str) -> None:
+        super().__init__(f"model {model!r}: {cause}")
+        self.model = model
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to import: its example inputs and either a PyTorch module or an ONNX file."""
+
+    name: str
+    kind: str  # "built-in", "torchvision", "onnx" or "factory"
+    inputs: list[np.ndarray]
+    torch_module: nn.Module | None = None
+    onnx_path: Path | None = None
+
+
+def load_model(name: str, input_shape: Sequence[int] | None = None, seed: int = 0) -> LoadedModel:
+    """The model ``name`` names (see the module docstring), with seeded example inputs.
+
+    ``input_shape`` (batch first) replaces the default input shape of a built-in or torchvision network
+    (``1,3,224,224`` for torchvision) or fixes the first input of an ONNX model; a factory's example inputs
+    are its own. Raises :class:`ModelSourceError` naming the model and the cause."""
+    if name.startswith(TORCHVISION_PREFIX):
+        return _torchvision(name, input_shape, seed)
+    if name.endswith(".onnx"):
+        return _onnx(name, input_shape, seed)
+    if ":" in name:
+        if input_shape is not None:
+            raise ModelSourceError(name, "a factory returns its own example inputs; drop --input-shape")
+        return _factory(name)
+    return _builtin(name, input_shape, seed)
+
+
+def model_slug(name: str, input_shape: Sequence[int] | None = None) -> str:
+    """A file-name-safe name of a model (work dirs, reports): ``torchvision-resnet18``, an ONNX file's stem,
+    ``package.module-factory``; an ``input_shape`` is appended as ``-1x3x160x160``."""
+    slug = Path(name).stem if name.endswith(".onnx") else name.replace(":", "-").replace("/", "-")
+    return slug + ("-" + "x".join(map(str, input_shape)) if input_shape else "")
+
+
+def _builtin(name: str, input_shape: Sequence[int] | None, seed: int) -> LoadedModel:
+    if name not in NETWORKS:
+        raise ModelSourceError(
+            name,
+            f"not a built-in network ({', '.join(NETWORKS)}), a torchvision:NAME, a .onnx file "
+            "or a package.module:factory",
+        )
+    spec = NETWORKS[name]
+    torch.manual_seed(seed)
+    shape = tuple(input_shape or spec.input_shape)
+    return _seeded(name, "built-in", spec.factory(), shape, seed)
+
+
+def _torchvision(name: str, input_shape: Sequence[int] | None, seed: int) -> LoadedModel:
+    from tvm_transfer.networks.torchvision_models import classification_models, torchvision_model
+
+    builder = name[len(TORCHVISION_PREFIX) :]
+    try:
+        torch.manual_seed(seed)
+        module = torchvision_model(builder)
+    except ImportError as error:
+        raise ModelSourceError(name, str(error)) from error
+    except KeyError:
+        close = [m for m in classification_models() if builder and builder.split("_")[0] in m][:8]
+        hint = f"; similar: {', '.join(close)}" if close else ""
+        raise ModelSourceError(name, f"not a torchvision classification model{hint}") from None
+    return _seeded(name, "torchvision", module, tuple(input_shape or DEFAULT_IMAGE_SHAPE), seed)
+
+
+def _seeded(name: str, kind: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> LoadedModel:
+    """``module`` with calibrated random weights, and a seeded random input of ``shape``."""
+    generator = torch.Generator().manual_seed(seed)
+    _calibrate(module, shape, generator)
+    example = torch.randn(*shape, generator=generator)
+    return LoadedModel(name, kind, [example.numpy()], torch_module=module.eval())
+
+
+def _calibrate(module: nn.Module, shape: tuple[int, ...], generator: torch.Generator) -> None:
+    """Draw weights left at zero (e.g. a ViT's head) small, and set batch-norm statistics from one batch of
+    random inputs, as training would have: activations then keep a realistic scale through deep networks."""
+    with torch.no_grad():
+        for parameter in module.parameters():
+            if parameter.dim() >= 2 and not parameter.any():
+                parameter.normal_(0.0, 0.02, generator=generator)
+        norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return
+        momenta = [norm.momentum for norm in norms]
+        for norm in norms:
+            norm.reset_running_stats()
+            norm.momentum = None  # a cumulative average over the calibration batch
+        module.train()
+        module(torch.randn(max(shape[0], 4), *shape[1:], generator=generator))
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
+        module.eval()
+
+
+def _onnx(name: str, input_shape: Sequence[int] | None, seed: int) -> LoadedModel:
+    import onnx
+
+    path = Path(name)
+    if not path.is_file():
+        raise ModelSourceError(name, "no such file")
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as error:  # onnx raises DecodeError, ValueError, ... for a damaged file
+        raise ModelSourceError(name, f"not a readable ONNX model ({error_line(error)})") from error
+    weights = {init.name for init in graph.initializer}
+    inputs = [value for value in graph.input if value.name not in weights]
+    if not inputs:
+        raise ModelSourceError(name, "the ONNX graph has no inputs")
+    generator = np.random.default_rng(seed)
+    arrays = []
+    for index, value in enumerate(inputs):
+        shape = _onnx_input_shape(name, value, input_shape if index == 0 else None)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        array = generator.standard_normal(shape) if np.issubdtype(dtype, np.floating) else np.zeros(shape)
+        arrays.append(array.astype(dtype))
+    return LoadedModel(name, "onnx", arrays, onnx_path=path)
+
+
+def _onnx_input_shape(name: str, value, override: Sequence[int] | None) -> tuple[int, ...]:
+    dims = value.type.tensor_type.shape.dim
+    if override is not None:
+        if len(override) != len(dims):
+            raise ModelSourceError(
+                name, f"--input-shape has {len(override)} dimensions, input {value.name!r} has {len(dims)}"
+            )
+        return tuple(override)
+    dynamic = [d.dim_param or "?" for d in dims if d.dim_value <= 0]
+    if dynamic:
+        raise ModelSourceError(
+            name, f"input {value.name!r} has dynamic dimensions ({', '.join(dynamic)}): give --input-shape"
+        )
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def _factory(name: str) -> LoadedModel:
+    module_name, _, attribute = name.partition(":")
+    # Console scripts do not put the working directory on sys.path; `python -m` does. A user's factory
+    # module next to them should be found either way.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except ImportError as error:
+        raise ModelSourceError(name, f"cannot import module {module_name!r} ({error})") from error
+    except AttributeError:
+        raise ModelSourceError(name, f"module {module_name!r} has no attribute {attribute!r}") from None
+    try:
+        made = factory()
+    except Exception as error:
+        raise ModelSourceError(
+            name, f"the factory failed: {type(error).__name__}: {error_line(error)}"
+        ) from error
+    return _factory_result(name, made)
+
+
+def _factory_result(name: str, made: object) -> LoadedModel:
+    expected = "must return (torch.nn.Module, example_inputs), example_inputs a tensor or a tuple of tensors"
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module)):
+        raise ModelSourceError(name, f"the factory returned {type(made).__name__}; it {expected}")
+    module, example = made
+    examples = (example,) if isinstance(example, torch.Tensor) else example
+    if not (
+        isinstance(examples, tuple | list) and examples and all(isinstance(t, torch.Tensor) for t in examples)
+    ):
+        raise ModelSourceError(
+            name, f"the factory's example_inputs are {type(example).__name__}; it {expected}"
+        )
+    return LoadedModel(name, "factory", [t.detach().numpy() for t in examples], torch_module=module.eval())
+
+
+def error_line(error: BaseException) -> str:
+    """The first line of an exception's message (at most 300 characters), or its type's name."""
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
