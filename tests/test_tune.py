@@ -66,9 +66,13 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     assert [t[0] for t in result.tasks] and all(trials >= 1 for *_, trials in result.tasks)
     assert sum(trials for *_, trials in result.tasks) == 24
     assert np.isfinite(result.weighted_latency)
-    compiled = compile_network("mlp", tmp_path, target=target)
+    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager",), rounds=1)
+    assert compiled.tuned_tasks == (len(result.tasks), len(result.tasks))
     assert compiled.max_abs_error < 1e-4
-    assert compiled.tvm_seconds > 0
+    assert compiled.tvm.seconds > 0 and compiled.results[1].name == "PyTorch eager"
+    # The round log has one row per measured batch, ending at the budget with every task's best.
+    assert [row["trials"] for row in result.rounds][-1] == 24
+    assert result.rounds[-1]["estimated_ms"] == pytest.approx(result.weighted_latency * 1e3, rel=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -78,9 +82,10 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
 def test_pretraining_networks_compile_untuned_and_match_pytorch(name, target, tmp_path):
     # The networks collected only as pretraining data: each imports from PyTorch, extracts tasks and,
     # with no tuned schedule, builds with TVM's default lowering to PyTorch's output.
-    compiled = compile_network(name, tmp_path, target=target)
+    compiled = compile_network(name, tmp_path, target=target, runtimes=(), rounds=1)
+    assert compiled.tuned_tasks[0] == 0
     assert compiled.max_abs_error < 1e-4
-    assert compiled.tvm_seconds > 0
+    assert compiled.tvm.seconds > 0
 
 
 def test_cli_tune_prints_the_table_and_writes_json(tmp_path, capsys):

@@ -14,6 +14,7 @@ initialised, several of them output almost exactly zero, which would make any nu
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -99,7 +100,7 @@ def _torchvision(name: str, input_shape: Sequence[int] | None, seed: int) -> Loa
     except ImportError as error:
         raise ModelSourceError(name, str(error)) from error
     except KeyError:
-        close = [m for m in classification_models() if builder and builder.split("_")[0] in m][:8]
+        close = difflib.get_close_matches(builder, classification_models(), n=6, cutoff=0.6)
         hint = f"; similar: {', '.join(close)}" if close else ""
         raise ModelSourceError(name, f"not a torchvision classification model{hint}") from None
     return _seeded(name, "torchvision", module, tuple(input_shape or DEFAULT_IMAGE_SHAPE), seed)

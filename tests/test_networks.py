@@ -1,0 +1,260 @@
+"""Model sources (built-in, torchvision, ONNX, user factory), their named errors, and whole-model tuning and
+compiling: resume after a kill, the numeric check, runtimes that are not available."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tvm_transfer.cli import main
+from tvm_transfer.networks import ModelSourceError, load_model, model_slug, relax_module
+from tvm_transfer.networks.torchvision_models import classification_models
+from tvm_transfer.runtimes import export_onnx
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.rounds import read_rounds
+
+SMALL_IMAGE = (1, 3, 32, 32)  # torchvision networks at a small input: the same layers, fast to run untuned
+
+FACTORY_MODULE = """
+import torch
+
+
+class TwoInputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 8)
+
+    def forward(self, x, y):
+        return torch.relu(self.linear(x)) * y
+
+
+def make():
+    torch.manual_seed(0)
+    return TwoInputs(), (torch.randn(2, 16), torch.randn(2, 8))
+
+
+def broken():
+    raise RuntimeError("weights file missing")
+
+
+def wrong():
+    return torch.nn.Linear(2, 2)
+
+
+def unsupported():
+    class Inverse(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.erfinv(x)
+
+    return Inverse(), torch.rand(4, 4)
+"""
+
+
+@pytest.fixture
+def factory_dir(tmp_path, monkeypatch):
+    """A working directory holding a user's module of model factories (``user_models``)."""
+    (tmp_path / "user_models.py").write_text(FACTORY_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "user_models", raising=False)
+    return tmp_path
+
+
+def test_torchvision_classification_builders_load_without_its_extension():
+    # torchvision's package __init__ fails with the CPU torch (its C++ extension links CUDA torch): the
+    # builders must still come, and build, through tvm_transfer.networks.torchvision_models.
+    names = classification_models()
+    for name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+                 "regnet_y_400mf", "convnext_tiny", "vit_b_16"):  # fmt: skip
+        assert name in names
+    model = load_model("torchvision:resnet18", SMALL_IMAGE)
+    assert model.kind == "torchvision" and model.inputs[0].shape == SMALL_IMAGE
+    with torch.no_grad():
+        output = model.torch_module(torch.from_numpy(model.inputs[0]))
+    assert output.shape == (1, 1000)
+    # Calibrated random weights: outputs of a realistic scale, so a numeric check can fail.
+    assert 1e-2 < float(output.abs().max()) < 1e3
+
+
+@pytest.mark.parametrize("name", ["torchvision:mobilenet_v2", "torchvision:vit_b_16"])
+def test_seeded_torchvision_weights_do_not_vanish(name):
+    # As initialised, these output ~1e-9 (mobilenet) or exactly 0 (ViT's zero head).
+    model = load_model(name)
+    with torch.no_grad():
+        output = model.torch_module(torch.from_numpy(model.inputs[0]))
+    assert float(output.std()) > 1e-3
+
+
+def test_bert_base_is_a_twelve_layer_encoder_with_few_distinct_tasks(target):
+    model = load_model("bert_base")
+    assert model.inputs[0].shape == (1, 128, 768)
+    assert len(model.torch_module.layers) == 12
+    tasks = extract_network_tasks(model, target)
+    # Twelve identical layers: each layer's operators are one task of weight >= 12.
+    assert 5 <= len(tasks) <= 30
+    assert max(float(t.weight) for t in tasks) >= 12
+
+
+def test_weights_are_constants_marked_layout_free(target):
+    model = load_model("resnet_block")
+    mod = relax_module(model)
+    assert len(mod["main"].params) == 1  # the input only: the weights are bound
+    free = extract_network_tasks(model, target)
+    assert all(len(t.dispatched[0]["main"].attrs["layout_free_buffers"]) for t in free)
+    plain = extract_network_tasks(model, target, layout_free=False)
+    assert all(t.dispatched[0]["main"].attrs.get("layout_free_buffers") is None for t in plain)
+
+
+def test_an_onnx_file_exported_from_torchvision_tunes_and_compiles_against_onnx_runtime(
+    target, small_options, tmp_path
+):
+    source = load_model("torchvision:mobilenet_v2", SMALL_IMAGE)
+    path = export_onnx(source.torch_module, source.inputs, tmp_path / "mobilenet.onnx")
+    model = load_model(str(path))
+    assert model.kind == "onnx" and model.torch_module is None
+    assert [x.shape for x in model.inputs] == [SMALL_IMAGE]
+    assert model_slug(str(path)) == "mobilenet"
+    work_dir = tmp_path / "work"
+    tuned = tune_network(model, work_dir, target=target, options=replace(small_options, trials=8))
+    assert 8 <= sum(row[4] for row in tuned.tasks) <= 16  # the scheduler may finish its last batch
+    compiled = compile_network(model, work_dir, target=target, runtimes=("onnxruntime",), rounds=1)
+    names = [r.name for r in compiled.results]
+    assert names == ["TVM", "ONNX Runtime"]
+    assert all(r.status == "ok" for r in compiled.results)
+    assert compiled.max_abs_error < 1e-3  # against ONNX Runtime: there is no PyTorch module
+
+
+def test_a_user_factory_with_two_inputs_compiles_and_matches_pytorch(factory_dir, target, tmp_path):
+    model = load_model("user_models:make")
+    assert model.kind == "factory" and [x.shape for x in model.inputs] == [(2, 16), (2, 8)]
+    compiled = compile_network(model, tmp_path / "work", target=target, runtimes=("eager",), rounds=1)
+    assert compiled.results[1].status == "ok"
+    assert compiled.max_abs_error < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("no_such_net", "not a built-in network"),
+        ("torchvision:resnet19", "not a torchvision classification model; similar: resnet"),
+        ("missing.onnx", "no such file"),
+        ("damaged.onnx", "not a readable ONNX model"),
+        ("no_such_module:make", "cannot import module 'no_such_module'"),
+        ("user_models:absent", "has no attribute 'absent'"),
+        ("user_models:broken", "the factory failed: RuntimeError: weights file missing"),
+        ("user_models:wrong", "the factory returned Linear; it must return (torch.nn.Module, example_inputs)"),
+        ("user_models:unsupported", "TVM's PyTorch frontend cannot import it: Unsupported function types"),
+    ],
+)
+def test_bad_models_raise_one_named_error(factory_dir, name, message):
+    (factory_dir / "damaged.onnx").write_bytes(b"\x08\x07this is not a protobuf" * 3)
+    with pytest.raises(ModelSourceError) as raised:
+        relax_module(load_model(name))
+    assert str(raised.value).startswith(f"model {name!r}: ")
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_cli_names_a_bad_model_in_one_line_with_exit_status_2(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exited:
+        main(["compile", "torchvision:resnet19", "--work-dir", str(tmp_path)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tvm-transfer compile: error: model 'torchvision:resnet19': ")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_dynamic_onnx_input_needs_an_input_shape(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+    )
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    with pytest.raises(ModelSourceError, match="dynamic dimensions \\(batch\\): give --input-shape"):
+        load_model(str(path))
+    assert load_model(str(path), (3, 8)).inputs[0].shape == (3, 8)
+
+
+def test_a_missing_comparison_runtime_is_reported_not_available(target, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if it were not installed
+    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager", "onnxruntime"), rounds=1)
+    statuses = {r.name: r.status for r in compiled.results}
+    assert statuses["TVM"] == "ok" and statuses["PyTorch eager"] == "ok"
+    assert statuses["ONNX Runtime"].startswith("not available")
+
+
+def test_the_numeric_check_fails_the_command_when_outputs_differ(tmp_path, capsys):
+    # No real program matches PyTorch bit for bit: a tolerance of 0 must make the check fail.
+    argv = ["compile", "mlp", "--work-dir", str(tmp_path), "--runtimes", "eager", "--rounds", "1"]
+    assert main([*argv, "--json", str(tmp_path / "c.json")]) == 0
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["compile"]["results"][0]["name"] == "TVM" and report["tuning"] is None
+    assert main([*argv, "--tolerance", "0"]) == 1
+    assert "output differs from the reference" in capsys.readouterr().err
+
+
+def _records(work_dir: Path) -> list[str]:
+    path = work_dir / "database_tuning_record.json"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_network_tuning_killed_half_way_resumes_and_loses_nothing(tmp_path):
+    work_dir = tmp_path / "work"
+    command = [
+        sys.executable, "-m", "tvm_transfer.cli", "tune-network", "mlp", "--trials", "32",
+        "--trials-per-iter", "8", "--population", "16", "--work-dir", str(work_dir), "--quiet",
+    ]  # fmt: skip
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    process = subprocess.Popen(command, env=environment, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while len(_records(work_dir)) < 8 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    kept = _records(work_dir)
+    assert 8 <= len(kept) < 32, "the run must be killed half way for this test to mean anything"
+
+    resumed = subprocess.run([*command, "--json", str(tmp_path / "r.json")], env=environment, timeout=600)
+    assert resumed.returncode == 0
+    records = _records(work_dir)
+    assert len(records) == 32 and records[: len(kept)] == kept  # nothing lost, nothing beyond the budget
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["new_trials"] == 32 - len(kept)
+    trials = [row["trials"] for row in read_rounds(work_dir)]
+    assert trials == sorted(trials) and trials[-1] == 32  # the round log continues across the kill
+
+
+def test_factory_source_cannot_take_an_input_shape(factory_dir):
+    with pytest.raises(ModelSourceError, match="drop --input-shape"):
+        load_model("user_models:make", (1, 16))
+
+
+def test_model_slug_is_a_file_name():
+    assert model_slug("torchvision:resnet18") == "torchvision-resnet18"
+    assert model_slug("pkg.models:make_net") == "pkg.models-make_net"
+    assert model_slug("/data/models/bert.onnx", (1, 64)) == "bert-1x64"
+
+
+def test_untuned_torchvision_network_matches_pytorch(target, tmp_path):
+    compiled = compile_network(
+        load_model("torchvision:resnet18", SMALL_IMAGE), tmp_path, target=target, runtimes=(), rounds=1
+    )
+    assert np.isfinite(compiled.max_abs_error) and compiled.max_abs_error < 1e-3
