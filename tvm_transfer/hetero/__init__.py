@@ -7,6 +7,8 @@ to a target whose features differ in names and count.
   :class:`TargetOnly`;
 - transfer difficulty: :func:`grassmann_distance` of two data sets and :func:`transfer_distance` of a
   source/target pair in the source model's latent space;
+- :func:`feature_view` / :func:`labelled_rows`: named feature spaces of a dataset; :func:`scores`: error
+  and ranking metrics on held-out records;
 - :func:`load_model`: any saved model of this package (source or adapted).
 """
 
@@ -30,13 +32,16 @@ from tvm_transfer.hetero.errors import (
     NotFittedError,
     TooFewSamplesError,
 )
+from tvm_transfer.hetero.evaluation import sample_rows, scores
 from tvm_transfer.hetero.modelx import MODES, ModelX
 from tvm_transfer.hetero.residual import RESIDUAL_KINDS
 from tvm_transfer.hetero.source import SourceModel
+from tvm_transfer.hetero.views import VIEWS, feature_view, labelled_rows
 
 __all__ = [
     "MODES",
     "RESIDUAL_KINDS",
+    "VIEWS",
     "FeatureWidthError",
     "FineTune",
     "LinearProbe",
@@ -48,10 +53,14 @@ __all__ = [
     "TooFewSamplesError",
     "ZeroShot",
     "common_space",
+    "feature_view",
     "grassmann_distance",
+    "labelled_rows",
     "load_model",
     "principal_angles",
     "principal_basis",
+    "sample_rows",
+    "scores",
     "transfer_distance",
 ]
 
