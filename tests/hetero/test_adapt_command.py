@@ -53,8 +53,8 @@ def test_adapt_writes_a_model_and_scores_it(tmp_path, source_file, capsys):
 
 def test_distance_only_writes_nothing_and_options_are_checked(tmp_path, source_file, capsys):
     code = tenset_tools(
-        "adapt", source_file, SHIPPED_DATASET, "--features", "trace", "--mode", "align", "--distance-only", "--source-data",
-        SHIPPED_DATASET, "--targets", "llvm/x86-64-v3/1",
+        "adapt", source_file, SHIPPED_DATASET, "--features", "trace", "--mode", "align", "--distance-only",
+        "--source-data", SHIPPED_DATASET, "--targets", "llvm/x86-64-v3/1",
     )  # fmt: skip
     assert code == 0 and "distance_zero_shot" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
