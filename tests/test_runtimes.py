@@ -104,6 +104,14 @@ def test_torch_compile_matches_pytorch_and_its_compilation_is_not_timed(net, ima
 
 def test_a_wrong_candidate_is_measured_and_a_misshapen_one_fails(net, image):
     model = ComparedModel("convnet", [image], net, None, threads=1)
+    calls = []
+
+    def breaks_on_third_call() -> list[np.ndarray]:
+        calls.append(1)
+        if len(calls) >= 3:  # the first output and the warm-up call succeed
+            raise MemoryError("out of arena")
+        return numpy_convnet(net, image)
+
     results = by_name(
         compare_runtimes(
             model,
@@ -111,6 +119,7 @@ def test_a_wrong_candidate_is_measured_and_a_misshapen_one_fails(net, image):
                 "off by one": lambda: [a + 1 for a in numpy_convnet(net, image)],
                 "one output": lambda: numpy_convnet(net, image)[:1],
                 "raises": lambda: 1 / 0,
+                "breaks later": breaks_on_third_call,
             },
             runtimes=("eager",),
             rounds=1,
@@ -122,7 +131,9 @@ def test_a_wrong_candidate_is_measured_and_a_misshapen_one_fails(net, image):
     assert results["one output"].status == "failed: 1 outputs, the reference has 2"
     assert results["one output"].seconds is None
     assert results["raises"].status == "failed: ZeroDivisionError: division by zero"
-    assert results["PyTorch eager"].seconds > 0
+    assert results["breaks later"].status == "failed while timed: MemoryError: out of arena"
+    assert results["breaks later"].max_abs_error < 1e-4 and results["breaks later"].seconds is None
+    assert results["PyTorch eager"].seconds > 0 and results["off by one"].seconds > 0
 
 
 def test_missing_onnxruntime_is_not_available(net, image, monkeypatch):

@@ -143,11 +143,18 @@ def time_interleaved(
     return best
 
 
+class _TimedCallFailed(RuntimeError):
+    def __init__(self, name: str, error: Exception) -> None:
+        super().__init__(f"{name} failed while timed: {_one_line(error)}")
+        self.name = name
+        self.reason = _one_line(error)
+
+
 def _call_named(name: str, fn: Callable[[], object]) -> object:
     try:
         return fn()
     except Exception as error:
-        raise RuntimeError(f"{name} failed while timed: {_one_line(error)}") from error
+        raise _TimedCallFailed(name, error) from error
 
 
 def compare_runtimes(
@@ -166,8 +173,9 @@ def compare_runtimes(
     eager's when ``model.torch_module`` is given and runs, else ONNX Runtime's. PyTorch runs with
     ``torch.set_num_threads(model.threads)`` and gradients off, TVM's thread pool of the calling thread
     with ``model.threads`` workers (:func:`tvm_threads`), both restored afterwards; ``torch.compile``
-    compiles into a temporary inductor cache removed afterwards, so its setup time is a cold compile and
-    no run reuses another's artefacts. Results come in the order: candidates, then ``runtimes``.
+    compiles into a temporary inductor cache removed afterwards, with dynamo's compiled frames dropped
+    before and after (``torch.compiler.reset``), so its setup time is a cold compile and no run reuses
+    another's artefacts. Results come in the order: candidates, then ``runtimes``.
     """
     unknown = [key for key in runtimes if key not in RUNTIMES]
     if unknown or len(set(runtimes)) != len(runtimes):
@@ -230,10 +238,9 @@ def compare_runtimes(
             try:
                 seconds = time_interleaved(timed, rounds, min_seconds)
                 break
-            except RuntimeError as error:  # one callable failed while timed: drop it, time the others
-                name = next(n for n in timed if str(error).startswith(f"{n} failed while timed"))
-                results[name].status = f"failed: {error}"
-                del timed[name]
+            except _TimedCallFailed as error:  # one callable failed while timed: drop it, time the others
+                results[error.name].status = f"failed while timed: {error.reason}"
+                del timed[error.name]
         else:
             seconds = {}
         for name, value in seconds.items():
