@@ -15,6 +15,14 @@ every task's best latency, from which the plot's estimated curve is drawn.
 
 from __future__ import annotations
 
+import os
+
+# This machine is shared while the study runs: threads that spin at barriers waiting for a busy core slow
+# every runtime by several times (PyTorch's OpenMP most). No runtime spins here: OpenMP passive, TVM's
+# pool without spinning, ONNX Runtime with allow_spinning=0 (tvm_transfer.runtimes). Set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+
 import argparse
 import json
 import logging

@@ -267,6 +267,19 @@ def _input_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
+def _runtime_keys(text: str) -> list[str]:
+    """``--runtimes``: ``none`` or comma-separated keys of :data:`tvm_transfer.runtimes.RUNTIMES`."""
+    from tvm_transfer.runtimes import RUNTIMES
+
+    keys = [] if text == "none" else text.split(",")
+    unknown = [key for key in keys if key not in RUNTIMES]
+    if unknown or len(set(keys)) != len(keys):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give none or distinct names among {', '.join(RUNTIMES)}, comma-separated"
+        )
+    return keys
+
+
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from tvm_transfer.networks import NETWORKS
     from tvm_transfer.runtimes import RUNTIMES
@@ -284,7 +297,7 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runtimes",
-        type=lambda text: [] if text == "none" else text.split(","),
+        type=_runtime_keys,
         default=list(RUNTIMES),
         help=f"comparison runtimes, comma-separated, or none (default: {','.join(RUNTIMES)})",
     )

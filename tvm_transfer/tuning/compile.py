@@ -3,11 +3,10 @@ model) and timed side by side with the runtimes users compare against."""
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +24,19 @@ from tvm_transfer.networks import (
     prepack_passes,
     relax_module,
 )
-from tvm_transfer.runtimes import ComparedModel, RuntimeResult, compare_runtimes
+from tvm_transfer.runtimes import (
+    RUNTIMES,
+    ComparedModel,
+    RuntimeResult,
+    compare_runtimes,
+    format_results,
+    tvm_threads,
+)
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.session import open_database
 
-log = logging.getLogger(__name__)
-
-#: The comparison runtimes timed by default beside TVM.
-DEFAULT_RUNTIMES = ("eager", "torch.compile", "onnxruntime")
+#: The comparison runtimes timed by default beside TVM (keys of :data:`tvm_transfer.runtimes.RUNTIMES`).
+DEFAULT_RUNTIMES = tuple(RUNTIMES)
 
 
 @dataclass
@@ -47,7 +51,6 @@ class CompileResult:
     tuned_tasks: tuple[int, int]  # tasks with a tuned schedule, all tasks
     build_seconds: float
     layout_free: bool = True
-    notes: list[str] = field(default_factory=list)
 
     @property
     def tvm(self) -> RuntimeResult:
@@ -61,20 +64,12 @@ class CompileResult:
         return float("inf") if error is None else error
 
     def table(self) -> str:
-        """A plain-text table: per runtime its latency, TVM's speed-up over it, and its error."""
-        lines = [
+        """A plain-text table: per runtime its latency, its time relative to TVM's, and its error."""
+        heading = (
             f"{self.name} on {self.target}, {self.threads} thread(s); {self.tuned_tasks[0]} of "
-            f"{self.tuned_tasks[1]} tasks tuned, "
-            f"built in {self.build_seconds:.1f} s",
-            f"{'runtime':<16} {'latency ms':>11} {'TVM speed-up':>13} {'max |err|':>10}  status",
-        ]
-        tvm_seconds = self.tvm.seconds
-        for row in self.results:
-            latency = f"{row.seconds * 1e3:11.3f}" if row.seconds else f"{'-':>11}"
-            ratio = f"{row.seconds / tvm_seconds:12.2f}x" if row.seconds and tvm_seconds else f"{'-':>13}"
-            error = f"{row.max_abs_error:10.2g}" if row.max_abs_error is not None else f"{'-':>10}"
-            lines.append(f"{row.name:<16} {latency} {ratio} {error}  {row.status}")
-        return "\n".join(lines + self.notes)
+            f"{self.tuned_tasks[1]} tasks tuned, built in {self.build_seconds:.1f} s"
+        )
+        return "\n".join([heading, format_results(self.results, relative_to="TVM")])
 
 
 def build_network(
@@ -114,21 +109,22 @@ def compile_network(
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
     threads = int(target.attrs.get("num-cores", 0)) or os.cpu_count() or 1
-    notes = _set_runtime_threads(threads)
     database = open_database(Path(work_dir))
     mod = relax_module(model)
     tuned = _tuned_tasks(mod, database, target, layout_free)
-    start = time.perf_counter()
-    executable = build_network(mod, database, target, layout_free)
-    build_seconds = time.perf_counter() - start
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-    results = compare_runtimes(
-        ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
-        {"TVM": lambda: _numpy_outputs(vm["main"](*arguments))},
-        runtimes=runtimes,
-        rounds=rounds,
-    )
+    # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
+    with tvm_threads(threads):
+        start = time.perf_counter()
+        executable = build_network(mod, database, target, layout_free)
+        build_seconds = time.perf_counter() - start
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+        results = compare_runtimes(
+            ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
+            {"TVM": lambda: _numpy_outputs(vm["main"](*arguments))},
+            runtimes=runtimes,
+            rounds=rounds,
+        )
     return CompileResult(
         name=model.name,
         target=str(target),
@@ -137,7 +133,6 @@ def compile_network(
         tuned_tasks=tuned,
         build_seconds=build_seconds,
         layout_free=layout_free,
-        notes=notes,
     )
 
 
@@ -148,16 +143,6 @@ def _tuned_tasks(
     tasks = ms.relax_integration.extract_tasks(fused_for_extraction(mod, target, layout_free), target)
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
     return found, len(tasks)
-
-
-def _set_runtime_threads(threads: int) -> list[str]:
-    """Run TVM's compiled code on ``threads`` threads (TVM's own default is half the logical CPUs). TVM
-    reads ``TVM_NUM_THREADS`` when its thread pool starts; returns a note when it had already started."""
-    os.environ["TVM_NUM_THREADS"] = str(threads)
-    actual = int(tvm.get_global_func("runtime.NumThreads")())
-    if actual != threads:
-        return [f"note: TVM's thread pool had started with {actual} thread(s) before {threads} were asked"]
-    return []
 
 
 def _numpy_outputs(output: object) -> list[np.ndarray]:
