@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -195,12 +197,36 @@ def tune_contexts(
     Holds ``work_dir``'s lock for the run (a second run on it is refused, see
     :func:`~tvm_transfer.tuning.workdir.work_dir_lock`); Ctrl-C raises
     :class:`~tenset_tools.command.Interrupted` saying how many records the work dir keeps."""
-    with work_dir_lock(work_dir):
+    with work_dir_lock(work_dir), _noting_interrupts() as interrupted:
         try:
             return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure)
-        except KeyboardInterrupt:
-            kept = count_records(work_dir)
-            raise Interrupted(f"{kept} measured records kept in {work_dir}") from None
+        except BaseException as error:
+            # Ctrl-C inside a Python callback of TVM's C++ loop (the cost model, a measure callback) reaches
+            # here as TVM's RuntimeError wrapping it: the flag, not the exception type, says it was Ctrl-C.
+            if interrupted[0] or isinstance(error, KeyboardInterrupt):
+                kept = count_records(work_dir)
+                raise Interrupted(f"{kept} measured records kept in {work_dir}") from None
+            raise
+
+
+@contextlib.contextmanager
+def _noting_interrupts() -> Iterator[list[bool]]:
+    """Within the block, Ctrl-C (SIGINT) sets the yielded flag before raising ``KeyboardInterrupt`` as
+    usual (only in the main thread, the one Python delivers signals to)."""
+    interrupted = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def note(signum, frame):
+        interrupted[0] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _tune_contexts(
@@ -248,6 +274,8 @@ def _tune_contexts(
             finally:
                 if measure.builder is None:
                     builder.shutdown()
+                if measure.runner is None:  # else its worker pool is reaped from one of its own threads
+                    runner.pool.shutdown()
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}
     progress.close()
     return ContextsTuning(
