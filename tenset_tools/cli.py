@@ -56,7 +56,8 @@ def _add_convert(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size",
         type=bounded_int(1),
-        default=1000, help="records converted at a time (memory: ~50 KB each)"
+        default=1000,
+        help="records converted at a time (memory: ~50 KB each)",
     )
     parser.add_argument(
         "--no-sequence-features",
@@ -203,9 +204,9 @@ def _run_prune(args: argparse.Namespace) -> int:
     pruned, report = prune(frame, **settings)
     if pruned.empty:
         raise ValueError(
-            f"pruning left no record of the {len(frame)} in {args.dataset} (dropped {report.dropped_by_flops} by "
-            f"--flops-coverage, {report.dropped_invalid} invalid, {report.dropped_low_performance} below "
-            f"--min-norm-throughput, {report.dropped_few_records} in groups under --min-sample-size); "
+            f"pruning left no record of the {len(frame)} in {args.dataset} (dropped "
+            f"{report.dropped_by_flops} by --flops-coverage, {report.dropped_invalid} invalid, "
+            f"{report.dropped_low_performance} below --min-norm-throughput, {report.dropped_few_records} in groups under --min-sample-size); "
             f"{args.out_file} not written"
         )
     write_dataset(pruned, args.out_file, frame.attrs.get("hw_feature_names"))

@@ -398,8 +398,8 @@ def read_dataset(path: str | os.PathLike, columns: Iterable[str] | None = None) 
     missing = [c for c in needed if c not in present]
     if missing:
         raise DatasetFormatError(
-            f"{os.fspath(path)} lacks the dataset column(s) {', '.join(missing)} of schema version {version}; "
-            f"{_RECONVERT_HINT}"
+            f"{os.fspath(path)} lacks the dataset column(s) {', '.join(missing)} of schema version "
+            f"{version}; {_RECONVERT_HINT}"
         )
     try:
         table = pq.read_table(path, columns=[c for c in wanted if c not in added] if wanted else wanted)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,14 +68,18 @@ def test_a_torn_last_line_is_set_aside_and_complete_lines_are_kept(tmp_path):
     (tmp_path / RECORD_FILE).write_bytes(complete + b'[0, ["t3"]]')
     assert set_aside_torn_tails(tmp_path) == []
     assert (tmp_path / RECORD_FILE).read_bytes() == complete + b'[0, ["t3"]]\n'
-    assert set_aside_torn_tails(tmp_path) == [] and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(["h", "mod"])
+    assert set_aside_torn_tails(tmp_path) == [] and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(
+        ["h", "mod"]
+    )
 
 
 def test_a_torn_line_ending_in_a_newline_is_set_aside_too(tmp_path):
     (tmp_path / WORKLOAD_FILE).write_bytes(_lines(["h", "mod"]) + b'["h2", "mo\n')
     (tmp_path / RECORD_FILE).write_bytes(b"")
     (side,) = set_aside_torn_tails(tmp_path)
-    assert side.read_bytes() == b'["h2", "mo\n' and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(["h", "mod"])
+    assert side.read_bytes() == b'["h2", "mo\n' and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(
+        ["h", "mod"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +171,9 @@ def test_skip_measured_never_proposes_a_program_the_database_holds(matmul, targe
         mod=matmul.ir_module(), target=target, space_generator="post-order-apply",
         search_strategy=ms.search_strategy.EvolutionarySearch(**evolution), rand_state=1, num_threads=1,
     )  # fmt: skip
-    context.search_strategy.pre_tuning(8, 8, context.generate_design_space(), database, ms.cost_model.RandomModel())
+    context.search_strategy.pre_tuning(
+        8, 8, context.generate_design_space(), database, ms.cost_model.RandomModel()
+    )
     for seconds, candidate in enumerate(context.search_strategy.generate_measure_candidates()):
         record = ms.database.TuningRecord(
             candidate.sch.trace, workload, [1e-3 * (1 + seconds)], target, candidate.args_info
@@ -178,7 +183,9 @@ def test_skip_measured_never_proposes_a_program_the_database_holds(matmul, targe
     assert len(measured) == 8
 
     model = _PrefersKnownPrograms(measured)
-    again = _proposed_keys(ms.search_strategy.EvolutionarySearch(**evolution), matmul, target, database, model)
+    again = _proposed_keys(
+        ms.search_strategy.EvolutionarySearch(**evolution), matmul, target, database, model
+    )
     assert again & measured  # MetaSchedule's own strategy measures some of them again
     fresh = _proposed_keys(
         SkipMeasured(ms.search_strategy.EvolutionarySearch(**evolution)), matmul, target, database, model
@@ -224,15 +231,14 @@ def test_a_second_run_is_refused_naming_the_holder_or_waits(tmp_path, capsys):
     holder = _holder(tmp_path, "3")
     held_at = time.monotonic()
     try:
-        with pytest.raises(WorkDirBusyError, match=rf"{tmp_path} is in use by pid {holder.pid} \(.*started"):
-            with work_dir_lock(tmp_path):
-                pass
+        busy = rf"{tmp_path} is in use by pid {holder.pid} \(.*started"
+        with pytest.raises(WorkDirBusyError, match=busy), work_dir_lock(tmp_path):
+            pass
         code = main(["tune", "matmul", "--shape", "8,8,8", "--work-dir", str(tmp_path), "--no-reference"])
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and f"pid {holder.pid}" in line and "--wait" in line
-        with warnings_of("tvm_transfer.tuning.workdir") as messages:
-            with work_dir_lock(tmp_path, wait=True):
-                assert time.monotonic() - held_at > 2.5  # got the lock only once the holder let it go
+        with warnings_of("tvm_transfer.tuning.workdir") as messages, work_dir_lock(tmp_path, wait=True):
+            assert time.monotonic() - held_at > 2.5  # got the lock only once the holder let it go
         assert len(messages) == 1 and "waiting for it to end" in messages[0]
     finally:
         holder.kill()
@@ -243,10 +249,13 @@ def test_a_killed_holders_lock_is_taken_over_with_a_note(tmp_path):
     holder = _holder(tmp_path, "kill")
     holder.wait()
     assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
-    with warnings_of("tvm_transfer.tuning.workdir") as messages:
-        with work_dir_lock(tmp_path):
-            with work_dir_lock(tmp_path):  # re-entrant within a process
-                pass
+    # Re-entrant within a process: the inner block shares the outer one's lock.
+    with (
+        warnings_of("tvm_transfer.tuning.workdir") as messages,
+        work_dir_lock(tmp_path),
+        work_dir_lock(tmp_path),
+    ):
+        pass
     (note,) = messages
     assert f"took over the stale lock of pid {holder.pid}" in note
     assert (tmp_path / LOCK_FILE).read_text() == ""  # released cleanly: nothing stale left
@@ -292,5 +301,8 @@ def test_ctrl_c_on_the_command_line_is_one_line_and_resumable(tmp_path):
     _, err = process.communicate(timeout=120)
     lines = [line for line in err.splitlines() if not line.startswith("[")]
     assert process.returncode == 130
-    assert lines[-1].startswith("tvm-transfer tune: interrupted;") and "resume with: tvm-transfer tune" in lines[-1]
+    assert (
+        lines[-1].startswith("tvm-transfer tune: interrupted;")
+        and "resume with: tvm-transfer tune" in lines[-1]
+    )
     assert "Traceback" not in err

@@ -49,7 +49,9 @@ def parse_knobs(text: str, space: KnobSpace) -> dict[str, int]:
     try:
         knobs = json.loads(text)
     except json.JSONDecodeError as error:
-        raise UsageError(f"--knobs {text!r} is not JSON ({error}); e.g. {json.dumps(space.point(0))}") from None
+        raise UsageError(
+            f"--knobs {text!r} is not JSON ({error}); e.g. {json.dumps(space.point(0))}"
+        ) from None
     try:
         return space.check(knobs)
     except KnobError as error:

@@ -60,7 +60,9 @@ def _check_value(key: str, value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise HwConfigError(f"CLOCK_MHZ={value!r}: a number of MHz is expected")
         if not (math.isfinite(value) and 0 < value <= _MAX_CLOCK_MHZ):
-            raise HwConfigError(f"CLOCK_MHZ={value!r}: must be a finite number in (0, {_MAX_CLOCK_MHZ:g}] MHz")
+            raise HwConfigError(
+                f"CLOCK_MHZ={value!r}: must be a finite number in (0, {_MAX_CLOCK_MHZ:g}] MHz"
+            )
     elif key in _INT_RANGES:
         if value is None and key in _OPTIONAL:
             return
@@ -108,8 +110,8 @@ class HwConfig:
         for name in ("INP", "WGT", "ACC", "UOP"):
             if self.log_depth(name) < 0:
                 raise HwConfigError(
-                    f"LOG_{name}_BUFF_SIZE={getattr(self, f'LOG_{name}_BUFF_SIZE')} is smaller than one {name} "
-                    f"element ({self.elem_bytes(name)} bytes)"
+                    f"LOG_{name}_BUFF_SIZE={getattr(self, f'LOG_{name}_BUFF_SIZE')} is smaller than one "
+                    f"{name} element ({self.elem_bytes(name)} bytes)"
                 )
         from vta_ext.isa import check_encodable  # isa derives its field widths from this config
 

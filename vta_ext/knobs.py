@@ -80,7 +80,9 @@ class KnobSpace:
             raise KnobError(f"knobs must be an object of knob values, not {type(knobs).__name__}")
         unknown = sorted(set(knobs) - set(self.names))
         if unknown:
-            raise KnobError(f"unknown knob(s) {', '.join(map(str, unknown))}; {self.workload.name} has {self.names}")
+            raise KnobError(
+                f"unknown knob(s) {', '.join(map(str, unknown))}; {self.workload.name} has {self.names}"
+            )
         for name in self.names:
             value = knobs.get(name)
             if name not in knobs:

@@ -42,7 +42,9 @@ def resolve_target(args: argparse.Namespace) -> Target:
     except json.JSONDecodeError as error:
         raise UsageError(f"--target {args.target!r} is not JSON ({error}); e.g. {_TARGET_EXAMPLE}") from None
     if not isinstance(spec, dict) or "kind" not in spec:
-        raise UsageError(f"--target {args.target!r}: expected a JSON object with a \"kind\", e.g. {_TARGET_EXAMPLE}")
+        raise UsageError(
+            f'--target {args.target!r}: expected a JSON object with a "kind", e.g. {_TARGET_EXAMPLE}'
+        )
     if spec["kind"] == "llvm" and "mcpu" in spec:
         try:
             check_mcpu(str(spec["mcpu"]), spec.get("mtriple"))
@@ -106,20 +108,20 @@ def _report(args: argparse.Namespace, result) -> int:
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
     from tvm_transfer.tuning.operator import tune_workload
-    from tvm_transfer.workloads import parse_workload
-
     from tvm_transfer.tuning.workdir import work_dir_lock
+    from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     work_dir = _work_dir(args, workload.name)
     target = resolve_target(args)
     options = _options(args)
+    cost_model = _cost_model(args)
     with work_dir_lock(work_dir, wait=args.wait):
         print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
         result = tune_workload(
             workload,
             work_dir,
-            cost_model=copula_cost_model(args, workload, _cost_model(args), options.seed),
+            cost_model=copula_cost_model(args, workload, cost_model, options.seed),
             target=target,
             options=options,
             reference=not args.no_reference,
@@ -220,7 +222,9 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", help="MetaSchedule database directory; re-use it to resume")
     parser.add_argument(
-        "--wait", action="store_true", help="if another run holds the work dir, wait for it instead of failing"
+        "--wait",
+        action="store_true",
+        help="if another run holds the work dir, wait for it instead of failing",
     )
     parser.add_argument("--json", help="also write the result to this JSON file")
     parser.add_argument("--profile", action="store_true", help="print where the tuning time went")

@@ -50,7 +50,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget", type=bounded_int(1), default=128, help="profiles per layer and seed (default 128)"
     )
-    parser.add_argument("--batch-size", type=bounded_int(1), default=16, help="profiles per round (default 16)")
+    parser.add_argument(
+        "--batch-size", type=bounded_int(1), default=16, help="profiles per round (default 16)"
+    )
     parser.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
     parser.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
     parser.add_argument(

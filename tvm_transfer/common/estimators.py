@@ -23,7 +23,13 @@ from typing import IO, Any
 import numpy as np
 import xgboost
 
-from tvm_transfer.common.archive import CostModelFileError, checked_params, read_archive, short_reason, write_archive
+from tvm_transfer.common.archive import (
+    CostModelFileError,
+    checked_params,
+    read_archive,
+    short_reason,
+    write_archive,
+)
 from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
 from tvm_transfer.common.params import HyperParameters
 

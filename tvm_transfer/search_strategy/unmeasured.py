@@ -82,7 +82,9 @@ class SkipMeasured(PySearchStrategy):
             self.skipped += len(candidates) - len(fresh)
             if fresh:
                 return fresh
-        log.info("%s: every candidate proposed was measured before; ending its search", self.context.task_name)
+        log.info(
+            "%s: every candidate proposed was measured before; ending its search", self.context.task_name
+        )
         return None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
@@ -90,7 +92,11 @@ class SkipMeasured(PySearchStrategy):
 
     def post_tuning(self) -> None:
         if self.skipped:
-            log.info("%s: %d candidate(s) measured before were not measured again", self.context.task_name, self.skipped)
+            log.info(
+                "%s: %d candidate(s) measured before were not measured again",
+                self.context.task_name,
+                self.skipped,
+            )
         self.inner.post_tuning()
 
     def clone(self) -> SkipMeasured:

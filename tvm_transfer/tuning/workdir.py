@@ -162,7 +162,9 @@ def _acquire(path: Path, wait: bool) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX)
         stale = _read_holder(fd)
         if stale is not None and stale.get("pid") != os.getpid():
-            log.warning("took over the stale lock of %s in %s (that process has ended)", _holder_text(stale), path)
+            log.warning(
+                "took over the stale lock of %s in %s (that process has ended)", _holder_text(stale), path
+            )
         _write_holder(fd)
     except BaseException:
         os.close(fd)

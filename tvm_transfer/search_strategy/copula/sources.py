@@ -83,7 +83,9 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
                 descriptors[name] = task_descriptor(task.workload.mod, record.target)
             descriptor = descriptors[name]
             if name != skip:
-                records.append(SourceRecord(record.trace, mean_run_seconds(record.run_secs), name, descriptor))
+                records.append(
+                    SourceRecord(record.trace, mean_run_seconds(record.run_secs), name, descriptor)
+                )
     return records
 
 
