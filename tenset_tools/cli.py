@@ -206,8 +206,8 @@ def _run_prune(args: argparse.Namespace) -> int:
         raise ValueError(
             f"pruning left no record of the {len(frame)} in {args.dataset} (dropped "
             f"{report.dropped_by_flops} by --flops-coverage, {report.dropped_invalid} invalid, "
-            f"{report.dropped_low_performance} below --min-norm-throughput, {report.dropped_few_records} in groups under --min-sample-size); "
-            f"{args.out_file} not written"
+            f"{report.dropped_low_performance} below --min-norm-throughput, "
+            f"{report.dropped_few_records} in groups under --min-sample-size); {args.out_file} not written"
         )
     write_dataset(pruned, args.out_file, frame.attrs.get("hw_feature_names"))
     rows = list(report.as_dict().items())

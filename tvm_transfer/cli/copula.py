@@ -134,22 +134,25 @@ def _rank_pool(args: argparse.Namespace, options) -> int:
 
 
 def copula_strategy(args: argparse.Namespace, options, exclude=None):
-    """The ``CopulaSearch`` the ``tune`` / ``tune-network`` options ask for, or ``None`` without
-    ``--seed-from``; ``exclude``: a task whose own source records are left out (``tune``: the operator)."""
+    """The ``CopulaSearch`` the ``tune`` / ``tune-network`` options ask for (never re-measuring what the
+    work dir holds), or ``None`` without ``--seed-from``; ``exclude``: a task whose own source records are
+    left out (``tune``: the operator)."""
     if not getattr(args, "seed_from", None):
         if getattr(args, "few_shot", False):
             _need_seed_from(args, "--few-shot")
         return None
     from tvm_transfer.search_strategy.copula import CopulaSearch
-    from tvm_transfer.tuning.session import evolution_settings
+    from tvm_transfer.tuning.session import evolution_settings, skip_measured
 
     sampler = _sampler(args, exclude)
-    return CopulaSearch(
-        sampler,
-        few_shot=getattr(args, "few_shot", False),
-        seed=options.seed,
-        rank_pool=_rank_pool(args, options),
-        **evolution_settings(options.population_size),
+    return skip_measured(
+        CopulaSearch(
+            sampler,
+            few_shot=getattr(args, "few_shot", False),
+            seed=options.seed,
+            rank_pool=_rank_pool(args, options),
+            **evolution_settings(options.population_size),
+        )
     )
 
 
