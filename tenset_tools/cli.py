@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tenset_tools import command
-from tenset_tools.command import Command
+from tenset_tools.command import Command, bounded_float, bounded_int
 
 __all__ = ["COMMANDS", "PLUGIN_GROUP", "build_parser", "main", "plugin_commands"]
 
@@ -48,10 +48,16 @@ def _add_convert(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--out-file", required=True, help="output Parquet dataset file")
     parser.add_argument(
-        "--workers", type=int, default=1, help="parallel processes, over files (default 1; Ansor logs only)"
+        "--workers",
+        type=bounded_int(1),
+        default=1,
+        help="parallel processes, over files (default 1; Ansor logs only)",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=1000, help="records converted at a time (memory: ~50 KB each)"
+        "--batch-size",
+        type=bounded_int(1),
+        default=1000,
+        help="records converted at a time (memory: ~50 KB each)",
     )
     parser.add_argument(
         "--no-sequence-features",
@@ -131,7 +137,7 @@ def add_split_options(parser: argparse.ArgumentParser, default: str | None = "wi
     from .split import SPLIT_SCHEMES
 
     parser.add_argument("--split-scheme", choices=sorted(SPLIT_SCHEMES), default=default)
-    parser.add_argument("--train-ratio", type=float, default=0.9)
+    parser.add_argument("--train-ratio", type=bounded_float(0.0, 1.0, open_minimum=True), default=0.9)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--test-targets",
@@ -155,7 +161,7 @@ def _add_prune(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out-file", required=True, help="pruned Parquet dataset file")
     parser.add_argument(
         "--flops-coverage",
-        type=float,
+        type=bounded_float(0.0, 1.0, open_minimum=True),
         default=0.9,
         help="keep the tasks carrying this fraction of FLOPs x occurrences (default 0.9)",
     )
@@ -163,13 +169,13 @@ def _add_prune(parser: argparse.ArgumentParser) -> None:
         "--min-sample-size",
         "--min-records",
         dest="min_records",
-        type=int,
+        type=bounded_int(0),
         default=48,
         help="drop (task, target) groups with fewer records (TenSet's make_dataset default 48)",
     )
     parser.add_argument(
         "--min-norm-throughput",
-        type=float,
+        type=bounded_float(0.0, 1.0),
         default=0.05,
         help="drop records slower than this fraction of their task's best (default 0.05)",
     )
@@ -196,6 +202,13 @@ def _run_prune(args: argparse.Namespace) -> int:
         "drop_invalid": not args.keep_invalid,
     }
     pruned, report = prune(frame, **settings)
+    if pruned.empty:
+        raise ValueError(
+            f"pruning left no record of the {len(frame)} in {args.dataset} (dropped "
+            f"{report.dropped_by_flops} by --flops-coverage, {report.dropped_invalid} invalid, "
+            f"{report.dropped_low_performance} below --min-norm-throughput, "
+            f"{report.dropped_few_records} in groups under --min-sample-size); {args.out_file} not written"
+        )
     write_dataset(pruned, args.out_file, frame.attrs.get("hw_feature_names"))
     rows = list(report.as_dict().items())
     if args.evaluate:
@@ -228,6 +241,13 @@ def _run_split(args: argparse.Namespace) -> int:
         "train": (train, args.train_out or source.with_name(f"{source.stem}_train.parquet")),
         "test": (test, args.test_out or source.with_name(f"{source.stem}_test.parquet")),
     }
+    empty = [side for side, (part, _) in outputs.items() if part.empty]
+    if empty:
+        raise ValueError(
+            f"--split-scheme {args.split_scheme} leaves the {' and '.join(empty)} side of {args.dataset} "
+            f"empty ({len(frame)} records, {frame['task_id'].nunique()} tasks, "
+            f"{frame['target_id'].nunique()} targets); nothing written"
+        )
     rows = []
     for side, (part, path) in outputs.items():
         write_dataset(part, path, frame.attrs.get("hw_feature_names"))

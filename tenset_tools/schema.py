@@ -391,6 +391,16 @@ def read_dataset(path: str | os.PathLike, columns: Iterable[str] | None = None) 
     version = read_metadata(path)["schema_version"]
     added = _UPGRADABLE.get(version, ())
     wanted = list(columns) if columns is not None else None
+    # A file without a column of its schema version (e.g. rewritten by another tool) would fail much later
+    # with a bare KeyError, after commands had written empty outputs: refuse it here, naming the columns.
+    present = set(pq.read_schema(path).names)
+    needed = [c for c in (wanted if wanted is not None else SCHEMA.names) if c not in added]
+    missing = [c for c in needed if c not in present]
+    if missing:
+        raise DatasetFormatError(
+            f"{os.fspath(path)} lacks the dataset column(s) {', '.join(missing)} of schema version "
+            f"{version}; {_RECONVERT_HINT}"
+        )
     try:
         table = pq.read_table(path, columns=[c for c in wanted if c not in added] if wanted else wanted)
     except (pa.ArrowInvalid, OSError) as error:

@@ -116,8 +116,8 @@ def test_cli_rejects_bad_input(capsys):
         main(["tune", "gemm"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'gemm'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="takes 3 shape values"):
-        main(["tune", "matmul", "--shape", "1,2", "--trials", "1"])
+    assert main(["tune", "matmul", "--shape", "1,2", "--trials", "1"]) == 2
+    assert "takes 3 shape values" in capsys.readouterr().err
 
 
 def test_cli_target_shows_the_hardware_vector(capsys):

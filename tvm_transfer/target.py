@@ -7,6 +7,7 @@ target explicitly.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import tvm
@@ -23,8 +24,10 @@ from tenset_tools.features.hardware import usable_core_count as host_core_count
 
 __all__ = [
     "HW_FEATURE_NAMES",
+    "UnknownCpuError",
     "UnsupportedTargetError",
     "as_target",
+    "check_mcpu",
     "hardware_features",
     "hardware_params",
     "host_core_count",
@@ -51,11 +54,16 @@ def host_cpu_name() -> str:
 
 
 def host_target(mcpu: str | None = None, num_cores: int | None = None) -> tvm.target.Target:
-    """Build the ``llvm`` target of this machine: detected (or given) ``mcpu`` and core count."""
+    """Build the ``llvm`` target of this machine: detected (or given) ``mcpu`` and core count.
+
+    Raises :class:`UnknownCpuError` for an ``mcpu`` LLVM does not know and ``ValueError`` for a core count
+    below 1 (a target for another machine may have more cores than this one)."""
+    if num_cores is not None and int(num_cores) < 1:
+        raise ValueError(f"num_cores must be at least 1, got {num_cores}")
     return tvm.target.Target(
         {
             "kind": "llvm",
-            "mcpu": mcpu or host_cpu_name(),
+            "mcpu": check_mcpu(mcpu) if mcpu else host_cpu_name(),
             "num-cores": int(num_cores or host_core_count()),
         }
     )
@@ -78,3 +86,19 @@ def target_of_id(tid: str) -> tvm.target.Target:
         raise ValueError(f"target id {tid!r} is not kind/mcpu/num-cores of a CPU target (e.g. llvm/znver4/2)")
     kind, mcpu, cores = parts
     return tvm.target.Target({"kind": kind, "mcpu": mcpu, "num-cores": int(cores)})
+
+
+class UnknownCpuError(ValueError):
+    """An ``mcpu`` LLVM does not know for the target's triple (LLVM would silently emit generic code)."""
+
+
+def check_mcpu(mcpu: str, mtriple: str | None = None) -> str:
+    """``mcpu`` itself when LLVM knows that CPU for ``mtriple`` (default: the host's triple); raises
+    :class:`UnknownCpuError` naming it and LLVM's closest names otherwise."""
+    triple = mtriple or str(codegen.llvm_get_system_triple())
+    if codegen.llvm_is_valid_cpu(mcpu, triple):
+        return mcpu
+    known = list(codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple})))
+    close = difflib.get_close_matches(mcpu, known, n=5, cutoff=0.5)
+    hint = f"closest: {', '.join(close)}" if close else f"this host's: {codegen.llvm_get_system_cpu()}"
+    raise UnknownCpuError(f"LLVM knows no CPU {mcpu!r} for {triple} ({hint}; {len(known)} names in all)")

@@ -110,15 +110,37 @@ def make_workload(kind: str, shape: tuple[int, ...] | list[int] | None = None) -
     values = tuple(shape) if shape is not None else DEFAULT_SHAPES[kind]
     if len(values) != len(names):
         raise ValueError(f"{kind} takes {len(names)} shape values ({','.join(names)}), got {len(values)}")
-    if any(int(v) < (0 if n == "pad" else 1) for n, v in zip(names, values, strict=True)):
-        raise ValueError(f"{kind} shape values must be positive (pad >= 0), got {values}")
-    return Workload(kind, dict(zip(names, (int(v) for v in values), strict=True)))
+    shape = dict(zip(names, (int(v) for v in values), strict=True))
+    bad = [f"{n}={v}" for n, v in shape.items() if v < (0 if n == "pad" else 1)]
+    if bad:
+        allowed = "at least 1 (pad at least 0)" if "pad" in shape else "at least 1"
+        raise ValueError(f"{kind} {', '.join(bad)}: shape values must be {allowed}")
+    if "pad" in shape:
+        for size in ("H", "W"):
+            if _out_size(shape[size], shape["K"], shape["stride"], shape["pad"]) < 1:
+                raise ValueError(
+                    f"{kind} K={shape['K']} is larger than {size}={shape[size]} plus padding 2x{shape['pad']}"
+                )
+    return Workload(kind, shape)
 
 
 def parse_workload(kind: str, shape_text: str | None) -> Workload:
-    """Parse a command-line shape such as ``"256,256,256"``."""
-    shape = None if not shape_text else [int(v) for v in shape_text.replace("x", ",").split(",")]
-    return make_workload(kind, shape)
+    """Parse a command-line shape such as ``"256,256,256"`` (``None`` or ``""``: the kind's default);
+    raises :class:`~tenset_tools.command.UsageError` naming ``--shape``, the value and the kind's shape
+    order when it is not that many integers (positive; ``pad`` may be 0)."""
+    from tenset_tools.command import UsageError
+
+    if shape_text is None or not shape_text.strip():
+        return make_workload(kind)
+    order = ",".join(SHAPE_PARAMS.get(kind, ()))
+    try:
+        shape = [int(v) for v in shape_text.replace("x", ",").split(",")]
+    except ValueError:
+        raise UsageError(f"--shape {shape_text!r}: {kind} takes integers {order}") from None
+    try:
+        return make_workload(kind, shape)
+    except ValueError as error:
+        raise UsageError(f"--shape {shape_text!r}: {error}") from None
 
 
 def _out_size(size: int, k: int, stride: int, pad: int) -> int:

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from tenset_tools import command
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError
+from vta_ext.errors import InvalidConfigError
 from vta_ext.hw import HwConfig, preset
-from vta_ext.knobs import KnobSpace
+from vta_ext.knobs import KnobError, KnobSpace
 from vta_ext.measure import measure
 from vta_ext.workloads import LSTM_DENSE, RESNET18, VtaWorkload
 
@@ -27,18 +28,34 @@ def _workload(name: str) -> VtaWorkload:
 
 def parse_hw(value: str) -> HwConfig:
     """The ``--hw`` argument (an argparse type): a preset name (``default``, ``evta``) or a VTA-style JSON
-    config file; raises ``argparse.ArgumentTypeError`` naming the value when it is neither."""
+    config file; raises ``argparse.ArgumentTypeError`` naming the value (and the bad key) when it is
+    neither a preset nor a readable, valid configuration."""
     try:
         return preset(value)
     except KeyError:
         pass
     path = Path(value)
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"--hw {value!r}: neither a preset (default, evta) nor a JSON file")
+        raise argparse.ArgumentTypeError(f"{value!r} is neither a preset (default, evta) nor a JSON file")
     try:
         return HwConfig.load(path)
-    except (ValueError, TypeError) as err:
-        raise argparse.ArgumentTypeError(f"--hw {value}: not a valid VTA config ({err})") from err
+    except (ValueError, TypeError, InvalidConfigError, OSError) as err:
+        raise argparse.ArgumentTypeError(f"{value}: not a valid VTA config: {err}") from None
+
+
+def parse_knobs(text: str, space: KnobSpace) -> dict[str, int]:
+    """The ``--knobs`` JSON of a layer's knob space; raises :class:`~tenset_tools.command.UsageError`
+    naming the bad knob (or the JSON error) and the allowed values."""
+    try:
+        knobs = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"--knobs {text!r} is not JSON ({error}); e.g. {json.dumps(space.point(0))}"
+        ) from None
+    try:
+        return space.check(knobs)
+    except KnobError as error:
+        raise UsageError(f"--knobs: {error}") from None
 
 
 def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +73,8 @@ def _add_measure_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_measure(args: argparse.Namespace) -> int:
-    result = measure(args.layer, json.loads(args.knobs), args.hw)
+    knobs = parse_knobs(args.knobs, KnobSpace(args.layer, args.hw))
+    result = measure(args.layer, knobs, args.hw)
     out = {
         "valid": result.valid,
         "error_kind": result.error_kind,

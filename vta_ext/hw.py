@@ -11,10 +11,66 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 
 from tenset_tools.atomic import atomic_output
+
+
+class HwConfigError(ValueError):
+    """A hardware configuration value of the wrong type or outside what the model can represent; the
+    message names the key, the value and the allowed range."""
+
+
+# Allowed ranges of the numeric keys (inclusive; None: unbounded): wide enough for every VTA variant
+# published (stock, VTA++, the larger-scratchpad eVTA), narrow enough that derived sizes stay meaningful
+# (a 2**60-byte scratchpad or a negative shift would otherwise surface as an arithmetic error deep inside).
+_INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "LOG_INP_WIDTH": (0, 6),
+    "LOG_WGT_WIDTH": (0, 6),
+    "LOG_ACC_WIDTH": (0, 6),
+    "LOG_BATCH": (0, 6),
+    "LOG_BLOCK": (0, 8),
+    "LOG_BLOCK_IN": (0, 8),
+    "LOG_BLOCK_OUT": (0, 8),
+    "LOG_UOP_BUFF_SIZE": (0, 30),
+    "LOG_INP_BUFF_SIZE": (0, 30),
+    "LOG_WGT_BUFF_SIZE": (0, 30),
+    "LOG_ACC_BUFF_SIZE": (0, 30),
+    "INSN_BITS": (32, 4096),
+    "UOP_BITS": (8, 1024),
+    "LOOP_ITER_BITS": (1, 32),
+    "LOG_BUS_WIDTH": (3, 12),
+    "GEMM_II": (1, 1024),
+    "ALU_II": (1, 1024),
+    "DMA_LATENCY": (0, 1_000_000),
+    "PIPE_DEPTH": (0, 1_000_000),
+}
+_OPTIONAL = ("LOG_BLOCK_IN", "LOG_BLOCK_OUT")
+_MAX_CLOCK_MHZ = 100_000.0
+
+
+def _check_value(key: str, value: object) -> None:
+    """Raise :class:`HwConfigError` naming ``key`` when ``value`` has the wrong type or is out of range."""
+    if key in ("TARGET", "HW_VER"):
+        if not isinstance(value, str):
+            raise HwConfigError(f"{key}={value!r}: a string is expected")
+    elif key == "CLOCK_MHZ":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HwConfigError(f"CLOCK_MHZ={value!r}: a number of MHz is expected")
+        if not (math.isfinite(value) and 0 < value <= _MAX_CLOCK_MHZ):
+            raise HwConfigError(
+                f"CLOCK_MHZ={value!r}: must be a finite number in (0, {_MAX_CLOCK_MHZ:g}] MHz"
+            )
+    elif key in _INT_RANGES:
+        if value is None and key in _OPTIONAL:
+            return
+        low, high = _INT_RANGES[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise HwConfigError(f"{key}={value!r}: an integer in [{low}, {high}] is expected")
+        if not low <= value <= high:
+            raise HwConfigError(f"{key}={value}: must be in [{low}, {high}]")
 
 
 @dataclass(frozen=True)
@@ -46,17 +102,17 @@ class HwConfig:
     PIPE_DEPTH: int = 8  # cycles to fill and drain the GEMM/ALU pipeline, once per instruction
 
     def __post_init__(self) -> None:
+        for key, value in dataclasses.asdict(self).items():
+            _check_value(key, value)
         if (self.LOG_INP_WIDTH, self.LOG_WGT_WIDTH, self.LOG_ACC_WIDTH) != (3, 3, 5):
-            raise ValueError("only the int8 x int8 -> int32 data path is modelled (LOG widths 3, 3, 5)")
-        for key in ("GEMM_II", "ALU_II", "LOOP_ITER_BITS", "INSN_BITS", "UOP_BITS"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be positive")
-        if self.CLOCK_MHZ <= 0 or self.DMA_LATENCY < 0 or self.PIPE_DEPTH < 0:
-            raise ValueError("CLOCK_MHZ must be positive, DMA_LATENCY and PIPE_DEPTH non-negative")
+            raise HwConfigError("only the int8 x int8 -> int32 data path is modelled (LOG widths 3, 3, 5)")
         # A scratchpad that holds less than one element cannot be addressed at all.
         for name in ("INP", "WGT", "ACC", "UOP"):
             if self.log_depth(name) < 0:
-                raise ValueError(f"LOG_{name}_BUFF_SIZE is smaller than one {name} element")
+                raise HwConfigError(
+                    f"LOG_{name}_BUFF_SIZE={getattr(self, f'LOG_{name}_BUFF_SIZE')} is smaller than one "
+                    f"{name} element ({self.elem_bytes(name)} bytes)"
+                )
         from vta_ext.isa import check_encodable  # isa derives its field widths from this config
 
         check_encodable(self)
@@ -135,16 +191,26 @@ class HwConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> HwConfig:
+        """A configuration from VTA-style keys (missing ones take the defaults); raises
+        :class:`HwConfigError` naming an unknown key or a bad value."""
+        if not isinstance(data, dict):
+            raise HwConfigError(f"a VTA config is a JSON object of keys, not {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown VTA config keys: {', '.join(unknown)}")
+            raise HwConfigError(f"unknown VTA config keys: {', '.join(unknown)}")
         return cls(**data)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> HwConfig:
+        """Read a VTA-style JSON config file; raises ``OSError`` for a missing file and
+        :class:`HwConfigError` (a ``ValueError``) for a file that is not a valid configuration."""
         with open(path) as f:
-            return cls.from_dict(json.load(f))
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as error:
+                raise HwConfigError(f"not JSON ({error})") from None
+        return cls.from_dict(data)
 
     def save(self, path: str | os.PathLike) -> None:
         with atomic_output(path) as temporary, open(temporary, "w") as f:

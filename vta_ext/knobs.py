@@ -21,6 +21,11 @@ Knobs = dict[str, int]
 NTHREAD_OPTIONS = (1, 2)
 
 
+class KnobError(ValueError):
+    """A knob setting outside a layer's knob space: an unknown or missing name, a value that is not an
+    integer, or one that is not among the knob's options (the message names the knob and its options)."""
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -67,6 +72,26 @@ class KnobSpace:
             index, digit = divmod(index, radix)
             knobs[name] = self.options[name][digit]
         return {name: knobs[name] for name in self.names}
+
+    def check(self, knobs: object) -> Knobs:
+        """``knobs`` when it is a setting of this space (every knob named, each an integer among its
+        options); raises :class:`KnobError` naming the first knob that is not."""
+        if not isinstance(knobs, dict):
+            raise KnobError(f"knobs must be an object of knob values, not {type(knobs).__name__}")
+        unknown = sorted(set(knobs) - set(self.names))
+        if unknown:
+            raise KnobError(
+                f"unknown knob(s) {', '.join(map(str, unknown))}; {self.workload.name} has {self.names}"
+            )
+        for name in self.names:
+            value = knobs.get(name)
+            if name not in knobs:
+                raise KnobError(f"knob {name} is missing; its options: {self.options[name]}")
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise KnobError(f"knob {name}={value!r} is not an integer; its options: {self.options[name]}")
+            if value not in self.options[name]:
+                raise KnobError(f"knob {name}={value!r} is not one of its options {self.options[name]}")
+        return knobs
 
     def index(self, knobs: Knobs) -> int:
         """Inverse of :meth:`point`; raises ``ValueError`` for a setting outside the space."""

@@ -11,7 +11,7 @@ from vta_ext.compiler import compile_program
 from vta_ext.errors import InvalidConfigError
 from vta_ext.features import hidden_features, visible_features
 from vta_ext.hw import HwConfig
-from vta_ext.knobs import Knobs
+from vta_ext.knobs import Knobs, KnobSpace
 from vta_ext.sim import profile
 from vta_ext.timing import Timing, simulate
 from vta_ext.tokens import token_graph
@@ -56,7 +56,9 @@ class VtaCompileResult:
 
 def compile_only(workload: VtaWorkload, knobs: Knobs, hw: HwConfig) -> VtaCompileResult:
     """Compile ``knobs`` for ``workload`` on ``hw`` and profile the instruction stream (counters only),
-    without the timing simulation: the hidden features, or the compile error."""
+    without the timing simulation: the hidden features, or the compile error. Raises
+    :class:`~vta_ext.knobs.KnobError` for a setting outside the layer's knob space."""
+    KnobSpace(workload, hw).check(knobs)
     visible = visible_features(workload, knobs, hw)
     try:
         program = compile_program(workload, knobs, hw)
@@ -79,8 +81,10 @@ def measure(
     """Compile ``knobs`` for ``workload`` on ``hw`` and time it in counters-only mode.
 
     ``repeats`` latencies are returned; with ``noise`` > 0 each is the model's latency times a seeded
-    log-normal factor of that sigma (imitating repeated board measurements), else all are equal.
+    log-normal factor of that sigma (imitating repeated board measurements), else all are equal. Raises
+    :class:`~vta_ext.knobs.KnobError` for a setting outside the layer's knob space (not a measurement).
     """
+    KnobSpace(workload, hw).check(knobs)
     visible = visible_features(workload, knobs, hw)
     try:
         program = compile_program(workload, knobs, hw)

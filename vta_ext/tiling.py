@@ -188,10 +188,7 @@ def _bias_fields(co0: np.ndarray, co_i: int) -> Fields:
 
 
 def _require_in_space(workload: VtaWorkload, knobs: dict[str, int], hw: HwConfig) -> None:
-    space = KnobSpace(workload, hw)
-    for name in space.names:
-        if knobs.get(name) not in space.options[name]:
-            raise ValueError(f"knob {name}={knobs.get(name)!r} is not in {space.options[name]}")
+    KnobSpace(workload, hw).check(knobs)  # raises KnobError (a ValueError) naming the knob
 
 
 def _check_split(what: str, outer: int, nthread: int) -> None:

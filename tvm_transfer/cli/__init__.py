@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tenset_tools import command
 from tenset_tools.atomic import atomic_write_text
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError, bounded_int
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
@@ -26,12 +26,38 @@ DEMO_KIND, DEMO_TRIALS = "conv2d", 64
 
 def resolve_target(args: argparse.Namespace) -> Target:
     """The TVM target of the target options: ``--target`` JSON, else the host with ``--mcpu`` and
-    ``--num-cores``."""
-    from tvm_transfer.target import as_target, host_target
+    ``--num-cores``; raises :class:`~tenset_tools.command.UsageError` naming the option for a value TVM
+    or LLVM would not use as given (an unknown CPU would silently compile generic code)."""
+    from tvm_transfer.target import UnknownCpuError, as_target, check_mcpu, host_target
 
-    if args.target:
-        return as_target(json.loads(args.target))
-    return host_target(mcpu=args.mcpu, num_cores=args.num_cores)
+    if not args.target:
+        try:
+            return host_target(mcpu=args.mcpu, num_cores=args.num_cores)
+        except UnknownCpuError as error:
+            raise UsageError(f"--mcpu {args.mcpu!r}: {error}") from None
+    if args.mcpu or args.num_cores:
+        raise UsageError("--target sets the whole target: put mcpu and num-cores in its JSON instead")
+    try:
+        spec = json.loads(args.target)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--target {args.target!r} is not JSON ({error}); e.g. {_TARGET_EXAMPLE}") from None
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise UsageError(
+            f'--target {args.target!r}: expected a JSON object with a "kind", e.g. {_TARGET_EXAMPLE}'
+        )
+    if spec["kind"] == "llvm" and "mcpu" in spec:
+        try:
+            check_mcpu(str(spec["mcpu"]), spec.get("mtriple"))
+        except UnknownCpuError as error:
+            raise UsageError(f"--target mcpu {spec['mcpu']!r}: {error}") from None
+    try:
+        return as_target(spec)
+    except Exception as error:  # TVM's target parser raises plain runtime errors
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        raise UsageError(f"--target {args.target!r}: TVM refuses it ({reason})") from None
+
+
+_TARGET_EXAMPLE = '{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}'
 
 
 def _options(args: argparse.Namespace):
@@ -56,14 +82,17 @@ def _cost_model(args: argparse.Namespace):
     try:
         return load_cost_model(args.model_file)
     except (CostModelFileError, OSError) as error:
-        raise SystemExit(f"tvm-transfer {args.command}: error: --model-file: {error}") from error
+        raise UsageError(f"--model-file: {error}") from error
 
 
 def _work_dir(args: argparse.Namespace, name: str) -> Path:
-    """``--work-dir``, else ``work/<name>-<cost model name or model file stem>``."""
+    """``--work-dir``, else ``work/<name>-<cost model name or model file stem>``; raises
+    :class:`~tenset_tools.command.UsageError` when it is a file or cannot be created or written."""
+    from tvm_transfer.tuning.workdir import check_work_dir
+
     model_file = getattr(args, "model_file", None)
     model = Path(model_file).stem if model_file else args.cost_model
-    return Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{model}"
+    return check_work_dir(Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{model}")
 
 
 def _report(args: argparse.Namespace, result) -> int:
@@ -79,21 +108,25 @@ def _report(args: argparse.Namespace, result) -> int:
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
     from tvm_transfer.tuning.operator import tune_workload
+    from tvm_transfer.tuning.workdir import work_dir_lock
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     work_dir = _work_dir(args, workload.name)
-    print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
+    target = resolve_target(args)
     options = _options(args)
-    result = tune_workload(
-        workload,
-        work_dir,
-        cost_model=copula_cost_model(args, workload, _cost_model(args), options.seed),
-        target=resolve_target(args),
-        options=options,
-        reference=not args.no_reference,
-        search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
-    )
+    cost_model = _cost_model(args)
+    with work_dir_lock(work_dir, wait=args.wait):
+        print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
+        result = tune_workload(
+            workload,
+            work_dir,
+            cost_model=copula_cost_model(args, workload, cost_model, options.seed),
+            target=target,
+            options=options,
+            reference=not args.no_reference,
+            search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
+        )
     return _report(args, result)
 
 
@@ -219,11 +252,26 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
         help="start from a saved model instead (`tenset-tools train -o FILE`, `model.save`; e.g. a "
         "pretrained BiLSTM): it keeps learning from this run's measurements",
     )
-    parser.add_argument("--trials", type=int, default=64, help="measurement budget (default: 64)")
-    parser.add_argument("--trials-per-iter", type=int, default=16, help="candidates per batch (default: 16)")
-    parser.add_argument("--population", type=int, default=128, help="evolutionary population (default: 128)")
+    parser.add_argument(
+        "--trials",
+        type=bounded_int(0),
+        default=64,
+        help="measurement budget, records already in the work dir included (default: 64; 0: only report "
+        "what the work dir holds)",
+    )
+    parser.add_argument(
+        "--trials-per-iter", type=bounded_int(1), default=16, help="candidates per batch (default: 16)"
+    )
+    parser.add_argument(
+        "--population", type=bounded_int(2), default=128, help="evolutionary population (default: 128)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", help="MetaSchedule database directory; re-use it to resume")
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another run holds the work dir, wait for it instead of failing",
+    )
     parser.add_argument("--json", help="also write the result to this JSON file")
     parser.add_argument("--profile", action="store_true", help="print where the tuning time went")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -234,7 +282,11 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """``--target`` (JSON), ``--mcpu``, ``--num-cores``: read by :func:`resolve_target`."""
     parser.add_argument("--target", help='target as JSON, e.g. \'{"kind": "llvm", "mcpu": "znver4"}\'')
     parser.add_argument("--mcpu", help="LLVM CPU name (default: detected host CPU)")
-    parser.add_argument("--num-cores", type=int, help="cores to tune for (default: all available)")
+    parser.add_argument(
+        "--num-cores",
+        type=bounded_int(1),
+        help="cores to tune for (default: all available; more is allowed, for another machine)",
+    )
 
 
 def _add_tune_arguments(parser: argparse.ArgumentParser) -> None:

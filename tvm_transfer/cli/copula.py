@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError, bounded_float, bounded_int
 from tvm_transfer.search_strategy.copula.copula import DISTRIBUTIONS, ORDERS
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False)
     )
     group.add_argument(
         "--copula-quantile",
-        type=float,
+        type=bounded_float(0.0, 1.0, open_minimum=True),
         default=0.1,
         help="best share of each source task kept (default 0.1; the paper: 0.3)",
     )
@@ -64,7 +64,7 @@ def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False)
     )
     group.add_argument(
         "--rank-pool",
-        type=int,
+        type=bounded_int(0),
         metavar="N",
         help="the cost model chooses the first batch from the copula's first N candidates (default: one "
         "batch with --pretrain-on-sources or --model-file, else 0: the copula's order); the rest join the "
@@ -91,7 +91,7 @@ def _source_dirs(paths: list[str]) -> list:
     try:
         return databases_under(paths)
     except FileNotFoundError as error:
-        raise SystemExit(f"error: --seed-from: {error}") from error
+        raise UsageError(f"--seed-from: {error}") from error
 
 
 def _sampler(args: argparse.Namespace, exclude=None):
@@ -108,7 +108,7 @@ def _sampler(args: argparse.Namespace, exclude=None):
 
 def _need_seed_from(args: argparse.Namespace, flag: str) -> None:
     if not getattr(args, "seed_from", None):
-        raise SystemExit(f"error: {flag} needs --seed-from DIR [DIR ...]")
+        raise UsageError(f"{flag} needs --seed-from DIR [DIR ...]")
 
 
 def copula_cost_model(args: argparse.Namespace, workload, cost_model, seed: int):
@@ -128,30 +128,31 @@ def _rank_pool(args: argparse.Namespace, options) -> int:
     """``--rank-pool``; by default one batch when the cost model knows the operator already (pretrained on
     the sources or loaded from a file), else 0 (the copula's order)."""
     if args.rank_pool is not None:
-        if args.rank_pool < 0:
-            raise SystemExit(f"error: --rank-pool must be >= 0, got {args.rank_pool}")
         return args.rank_pool
     trained = getattr(args, "pretrain_on_sources", False) or getattr(args, "model_file", None)
     return options.trials_per_iter if trained else 0
 
 
 def copula_strategy(args: argparse.Namespace, options, exclude=None):
-    """The ``CopulaSearch`` the ``tune`` / ``tune-network`` options ask for, or ``None`` without
-    ``--seed-from``; ``exclude``: a task whose own source records are left out (``tune``: the operator)."""
+    """The ``CopulaSearch`` the ``tune`` / ``tune-network`` options ask for (never re-measuring what the
+    work dir holds), or ``None`` without ``--seed-from``; ``exclude``: a task whose own source records are
+    left out (``tune``: the operator)."""
     if not getattr(args, "seed_from", None):
         if getattr(args, "few_shot", False):
             _need_seed_from(args, "--few-shot")
         return None
     from tvm_transfer.search_strategy.copula import CopulaSearch
-    from tvm_transfer.tuning.session import evolution_settings
+    from tvm_transfer.tuning.session import evolution_settings, skip_measured
 
     sampler = _sampler(args, exclude)
-    return CopulaSearch(
-        sampler,
-        few_shot=getattr(args, "few_shot", False),
-        seed=options.seed,
-        rank_pool=_rank_pool(args, options),
-        **evolution_settings(options.population_size),
+    return skip_measured(
+        CopulaSearch(
+            sampler,
+            few_shot=getattr(args, "few_shot", False),
+            seed=options.seed,
+            rank_pool=_rank_pool(args, options),
+            **evolution_settings(options.population_size),
+        )
     )
 
 
@@ -188,11 +189,15 @@ def _add_budget_arguments(
     parser.add_argument("kind", choices=list(SHAPE_PARAMS))
     parser.add_argument("--shape", help="comma-separated shape values")
     parser.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
-    parser.add_argument("--copula-quantile", type=float, default=0.1)
+    parser.add_argument("--copula-quantile", type=bounded_float(0.0, 1.0, open_minimum=True), default=0.1)
     parser.add_argument("--copula-distribution", default="gaussian_kde", choices=list(DISTRIBUTIONS))
     parser.add_argument("--copula-order", default="density", choices=ORDERS)
-    parser.add_argument("--success-bar", type=float, default=0.5, help="default 0.5 (the paper's)")
-    parser.add_argument("--max-draws", type=int, default=4096, help="copula draws to count C (default 4096)")
+    parser.add_argument(
+        "--success-bar", type=bounded_float(0.0, 1.0), default=0.5, help="default 0.5 (the paper's)"
+    )
+    parser.add_argument(
+        "--max-draws", type=bounded_int(1), default=4096, help="copula draws to count C (default 4096)"
+    )
     add_target_arguments(parser)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from tenset_tools.atomic import atomic_write_text
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError, bounded_int
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.methods import KNOB_TUNER_METHODS, make_tuner
 from tvm_transfer.vta.ml2tuner.ml2_tuner import WARM_START_OPTIONS
@@ -47,8 +47,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--layers", type=_layers, default=list(RESNET18), help="comma-separated, e.g. C2,C9")
     parser.add_argument("--method", choices=[*KNOB_TUNER_METHODS, "both"], default="ml2tuner")
-    parser.add_argument("--budget", type=int, default=128, help="profiles per layer and seed (default 128)")
-    parser.add_argument("--batch-size", type=int, default=16, help="profiles per round (default 16)")
+    parser.add_argument(
+        "--budget", type=bounded_int(1), default=128, help="profiles per layer and seed (default 128)"
+    )
+    parser.add_argument(
+        "--batch-size", type=bounded_int(1), default=16, help="profiles per round (default 16)"
+    )
     parser.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds (default 0)")
     parser.add_argument("--log-dir", help="write one JSON-lines log per run here; existing logs are resumed")
     parser.add_argument(
@@ -61,7 +65,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--initial-batch-size",
-        type=int,
+        type=bounded_int(1),
         help="ML2Tuner: profiles per round until --batch-size profiles are made (default: 4 with "
         "--warm-start-from, else --batch-size)",
     )
@@ -95,17 +99,13 @@ def _tune_one(
 
 def _run_ml2tune(args: argparse.Namespace) -> int:
     """Tune every (layer, method, seed), print the summary table; 1 if a run found no valid profile."""
-    if args.budget < 1 or args.batch_size < 1:
-        raise SystemExit("ml2tune: --budget and --batch-size must be positive")
-    if args.initial_batch_size is not None and args.initial_batch_size < 1:
-        raise SystemExit("ml2tune: --initial-batch-size must be positive")
     methods = list(KNOB_TUNER_METHODS) if args.method == "both" else [args.method]
     prior = None
     if args.warm_start_from:
         try:
             prior = TransferPrior.from_runs(args.warm_start_from)
         except PriorError as err:
-            raise SystemExit(f"ml2tune: --warm-start-from: {err}") from None
+            raise UsageError(f"--warm-start-from: {err}") from None
         print(f"warm start: {len(prior)} configurations from {len(prior.sources)} earlier run(s)")
     rows = []
     for layer in args.layers:

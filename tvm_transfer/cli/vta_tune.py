@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tenset_tools.command import Command
+from tenset_tools.command import Command, bounded_int
 from tvm_transfer.vta.sweep import SWEEP_METHODS, tune, write_records
 from vta_ext.cli import add_layer_arguments
 from vta_ext.workloads import flops
@@ -14,7 +14,7 @@ from vta_ext.workloads import flops
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add_layer_arguments(parser)
     parser.add_argument("--method", choices=SWEEP_METHODS, default="random")
-    parser.add_argument("--budget", type=int, default=64, help="configurations to measure")
+    parser.add_argument("--budget", type=bounded_int(1), default=64, help="configurations to measure")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write records to this Parquet file (shared dataset schema)")
 

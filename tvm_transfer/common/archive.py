@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import zipfile
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -78,6 +79,39 @@ def read_archive(
     return meta, blobs
 
 
+def short_reason(error: BaseException) -> str:
+    """The first line of a library's error message, without a leading ``[time] file:line:`` stamp
+    (XGBoost's), at most 160 characters: enough to say why a blob was refused, on one line."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return re.sub(r"^\[[\d:]+\] \S+: ", "", text)[:160]
+
+
+def checked_params(params: object, defaults: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The hyper-parameters ``params`` read from an archive, checked against a fresh model's
+    ``defaults`` (its ``get_params()``): raises :class:`CostModelFileError` naming ``where`` and the
+    parameter when one is unknown or has another type than its default (an int may stand for a float;
+    a default of ``None`` accepts anything)."""
+    if not isinstance(params, dict):
+        raise CostModelFileError(f"{where}: the hyper-parameters are not an object of name -> value")
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise CostModelFileError(f"{where}: unknown hyper-parameter(s) {unknown}; known: {sorted(defaults)}")
+    for name, value in params.items():
+        default = defaults[name]
+        if default is None or value is None:
+            continue
+        expected = float if isinstance(default, float) else type(default)
+        fits = isinstance(value, expected) and isinstance(value, bool) == isinstance(default, bool)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            fits = True
+        if not fits:
+            raise CostModelFileError(
+                f"{where}: hyper-parameter {name}={value!r} is not a {expected.__name__} like its default "
+                f"{default!r}"
+            )
+    return dict(params)
+
+
 def arrays_bytes(arrays: Mapping[str, Any]) -> bytes:
     """Named arrays as one NumPy ``.npz`` blob, which :func:`read_arrays` reads back without unpickling.
 
@@ -102,7 +136,9 @@ def read_arrays(blob: bytes, where: str) -> dict[str, np.ndarray]:
         with loaded:
             arrays = {name: loaded[name] for name in loaded.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise CostModelFileError(f"{where}: not readable as plain arrays ({err})") from err
+        # NumPy's own message about pickled data suggests loading it unsafely: say what happens instead.
+        reason = "NumPy would have to unpickle it, which is never done" if "pickle" in str(err) else str(err)
+        raise CostModelFileError(f"{where}: not readable as plain arrays ({reason})") from err
     stray = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
     if stray:
         raise CostModelFileError(f"{where}: {', '.join(stray)} are not arrays")

@@ -23,7 +23,13 @@ from typing import IO, Any
 import numpy as np
 import xgboost
 
-from tvm_transfer.common.archive import read_archive, write_archive
+from tvm_transfer.common.archive import (
+    CostModelFileError,
+    checked_params,
+    read_archive,
+    short_reason,
+    write_archive,
+)
 from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
 from tvm_transfer.common.params import HyperParameters
 
@@ -103,10 +109,19 @@ class _XGBEstimator(HyperParameters):
         """Restore a model saved by :meth:`save` of this class; raises :class:`CostModelFileError` for
         another format, version or class."""
         meta, blobs = read_archive(path, _FORMAT_NAME, FORMAT_VERSION, cls.__name__)
-        model = cls(**meta["params"])
-        state = dict(meta["state"])
-        model.n_features_ = state.pop("n_features")
-        model._set_state(state, blobs)
+        where = f"{path}: meta.json"
+        model = cls(**checked_params(meta.get("params", {}), cls().get_params(), where))
+        try:
+            state = dict(meta["state"])
+            model.n_features_ = int(state.pop("n_features"))
+            model._set_state(state, blobs)
+        except CostModelFileError:
+            raise
+        except Exception as err:  # a missing key or blob, or the library's own reader refused a blob
+            reason = short_reason(err)
+            raise CostModelFileError(
+                f"{path}: not a saved {cls.__name__} state ({type(err).__name__}: {reason})"
+            ) from err
         return model
 
 

@@ -27,8 +27,10 @@ from tvm_transfer.common.archive import (
     CostModelFileError,
     arrays_bytes,
     checked_arrays,
+    checked_params,
     read_archive,
     read_arrays,
+    short_reason,
     write_archive,
 )
 from tvm_transfer.common.params import HyperParameters
@@ -238,7 +240,8 @@ class LearnedCostModel(PyCostModel, HyperParameters):
     def load(self, path: str | Path) -> None:
         """Restore a model saved by :meth:`save` of the same class; raises :class:`CostModelFileError`."""
         meta, data, blob = _read_archive(Path(path), type(self).__name__)
-        for name, value in meta["params"].items():
+        params = checked_params(meta.get("params", {}), self.get_params(), f"{path}: meta.json")
+        for name, value in params.items():
             setattr(self, name, value)
         self._features = [data["features"]] if len(data["costs"]) else []
         self._costs = [float(c) for c in data["costs"]]
@@ -249,6 +252,12 @@ class LearnedCostModel(PyCostModel, HyperParameters):
                 self._load_state(blob)
             except CostModelFileError as err:
                 raise CostModelFileError(f"{path}: {err}") from err
+            except Exception as err:  # the library's own reader refused the blob (XGBoost, LightGBM, zip)
+                reason = short_reason(err)
+                raise CostModelFileError(
+                    f"{path}: model.bin is not a saved {type(self).__name__} state ({reason}); the archive "
+                    "is damaged or holds another model's payload"
+                ) from err
 
 
 def saved_model_class(path: str | Path) -> str:

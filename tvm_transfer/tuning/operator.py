@@ -19,6 +19,7 @@ from tvm_transfer.tuning.session import (
     meta_schedule_log_level,
     open_database,
     search_threads,
+    skip_measured,
     tune_contexts,
 )
 from tvm_transfer.workloads import Workload
@@ -82,7 +83,8 @@ def tune_workload(
 
     ``reference`` also times the same operator in PyTorch on this machine for comparison.
     ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
-    ``tvm_transfer.search_strategy.copula.CopulaSearch``).
+    ``tvm_transfer.search_strategy.copula.CopulaSearch``); either way a program already measured in
+    ``work_dir`` is not measured again.
     """
     options = options or TuneOptions()
     target = as_target(target)
@@ -91,7 +93,7 @@ def tune_workload(
         mod=workload.ir_module(),
         target=target,
         space_generator="post-order-apply",
-        search_strategy=search_strategy or evolutionary_search(options),
+        search_strategy=skip_measured(search_strategy) if search_strategy else evolutionary_search(options),
         task_name=workload.name,
         rand_state=ms.utils.fork_seed(options.seed, 1)[0],
         num_threads=search_threads(options),

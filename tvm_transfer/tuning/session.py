@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,11 +23,14 @@ import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.command import CommandError, Interrupted
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import ProgressCallback
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.runner import target_runner
+from tvm_transfer.search_strategy.unmeasured import SkipMeasured
+from tvm_transfer.tuning.workdir import count_records, needs_repair, set_aside_torn_tails, work_dir_lock
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +78,29 @@ class ContextsTuning:
     records: list[list[ms.database.TuningRecord]]
 
 
-def open_database(work_dir: Path) -> ms.database.JSONDatabase:
-    """The MetaSchedule database of ``work_dir`` (created when missing)."""
+class DatabaseReadError(CommandError):
+    """TVM cannot read a work dir's MetaSchedule database (a corrupt line other than a torn last one)."""
+
+
+def open_database(work_dir: str | Path) -> ms.database.JSONDatabase:
+    """The MetaSchedule database of ``work_dir`` (created when missing).
+
+    A last line cut short by a killed run is first moved to a side file, under the work dir's lock
+    (:mod:`~tvm_transfer.tuning.workdir`; raises its ``WorkDirBusyError`` when another run is writing).
+    Raises :class:`DatabaseReadError` naming the work dir when TVM still cannot read the database."""
+    work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    return ms.database.JSONDatabase(work_dir=str(work_dir))
+    if needs_repair(work_dir):
+        with work_dir_lock(work_dir):
+            set_aside_torn_tails(work_dir)
+    try:
+        return ms.database.JSONDatabase(work_dir=str(work_dir))
+    except Exception as error:  # TVM's loader raises plain runtime errors, without the file's name
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        raise DatabaseReadError(
+            f"{work_dir}: TVM cannot read this MetaSchedule database ({reason}); "
+            f"`tenset-tools convert {work_dir} -o FILE.parquet` lists its corrupt lines"
+        ) from error
 
 
 def records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.database.TuningRecord]:
@@ -132,9 +156,16 @@ def evolution_settings(population_size: int) -> dict[str, int]:
     return {"population_size": population_size, "init_min_unmeasured": min(50, population_size // 2)}
 
 
-def evolutionary_search(options: TuneOptions) -> ms.search_strategy.EvolutionarySearch:
-    """The default search strategy of a run with ``options``."""
-    return ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size))
+def evolutionary_search(options: TuneOptions) -> ms.search_strategy.SearchStrategy:
+    """The default search strategy of a run with ``options``: evolutionary search that never measures a
+    program the database already holds (:func:`skip_measured`)."""
+    return skip_measured(ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size)))
+
+
+def skip_measured(strategy: ms.search_strategy.SearchStrategy) -> ms.search_strategy.SearchStrategy:
+    """``strategy`` filtered so that it never proposes a program already in the database (on a resumed
+    run MetaSchedule's evolutionary search would measure some again); unchanged if already filtered."""
+    return strategy if isinstance(strategy, SkipMeasured) else SkipMeasured(strategy)
 
 
 def search_threads(options: TuneOptions) -> int | str:
@@ -162,7 +193,51 @@ def tune_contexts(
 ) -> ContextsTuning:
     """Run MetaSchedule's gradient task scheduler on ``contexts`` (``weights``: calls of each per
     inference) until ``work_dir``'s database holds ``options.trials`` records of them, warm-starting the
-    cost model on the records already there."""
+    cost model on the records already there.
+
+    Holds ``work_dir``'s lock for the run (a second run on it is refused, see
+    :func:`~tvm_transfer.tuning.workdir.work_dir_lock`); Ctrl-C raises
+    :class:`~tenset_tools.command.Interrupted` saying how many records the work dir keeps."""
+    with work_dir_lock(work_dir), _noting_interrupts() as interrupted:
+        try:
+            return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure)
+        except BaseException as error:
+            # Ctrl-C inside a Python callback of TVM's C++ loop (the cost model, a measure callback) reaches
+            # here as TVM's RuntimeError wrapping it: the flag, not the exception type, says it was Ctrl-C.
+            if interrupted[0] or isinstance(error, KeyboardInterrupt):
+                kept = count_records(work_dir)
+                raise Interrupted(f"{kept} measured records kept in {work_dir}") from None
+            raise
+
+
+@contextlib.contextmanager
+def _noting_interrupts() -> Iterator[list[bool]]:
+    """Within the block, Ctrl-C (SIGINT) sets the yielded flag before raising ``KeyboardInterrupt`` as
+    usual (only in the main thread, the one Python delivers signals to)."""
+    interrupted = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def note(signum, frame):
+        interrupted[0] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _tune_contexts(
+    contexts: list[ms.TuneContext],
+    weights: list[float],
+    work_dir: Path,
+    cost_model: str | ms.CostModel,
+    options: TuneOptions,
+    measure: Measurement | None,
+) -> ContextsTuning:
     measure = measure or Measurement()
     database = open_database(work_dir)
     previous = [records_of(database, ctx.mod) for ctx in contexts]
@@ -200,6 +275,8 @@ def tune_contexts(
             finally:
                 if measure.builder is None:
                     builder.shutdown()
+                if measure.runner is None:  # else its worker pool is reaped from one of its own threads
+                    runner.pool.shutdown()
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}
     progress.close()
     return ContextsTuning(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,28 +60,32 @@ class SourceRecord:
     descriptor: dict[str, float]
 
 
-def _records_of_database(database: ms.database.Database) -> Iterable[SourceRecord]:
-    descriptors: dict[str, dict[str, float]] = {}
-    for record in database.get_all_tuning_records():
-        mod = record.workload.mod
-        task = ms.utils.shash2hex(mod)
-        if task not in descriptors:
-            descriptors[task] = task_descriptor(mod, record.target)
-        yield SourceRecord(record.trace, mean_run_seconds(record.run_secs), task, descriptors[task])
-
-
 def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None) -> list[SourceRecord]:
     """All measured records of the JSONDatabases at or under ``work_dirs`` (work dirs as written by
     ``tune_workload``, or folders holding them, e.g. ``tenset-tools collect``'s output).
 
     ``exclude``: a task (typically the target) whose own records are left out, so a leave-one-out
-    evaluation never sees the answer. Raises ``FileNotFoundError`` for a path without any database.
+    evaluation never sees the answer. Raises ``FileNotFoundError`` for a path without any database. The
+    files are read line by line and never changed: a corrupt line (e.g. the torn last line of a killed
+    run) is skipped with a warning in the log.
     """
     records: list[SourceRecord] = []
     skip = ms.utils.shash2hex(exclude) if exclude is not None else None
+    stats = LoadStats()
+    descriptors: dict[str, dict[str, float]] = {}  # by task: the descriptor of its first record's target
     for work_dir in databases_under(work_dirs):
-        database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
-        records += [r for r in _records_of_database(database) if r.task != skip]
+        names: dict[int, str] = {}
+        for task, record, _trace, _line in iter_database_records(work_dir, stats):
+            if id(task) not in names:
+                names[id(task)] = ms.utils.shash2hex(task.workload.mod)
+            name = names[id(task)]
+            if name not in descriptors:
+                descriptors[name] = task_descriptor(task.workload.mod, record.target)
+            descriptor = descriptors[name]
+            if name != skip:
+                records.append(
+                    SourceRecord(record.trace, mean_run_seconds(record.run_secs), name, descriptor)
+                )
     return records
 
 

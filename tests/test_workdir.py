@@ -1,0 +1,308 @@
+"""Work dirs under hostile conditions: a torn last line, two runs at once, a killed lock holder, Ctrl-C, and
+a resumed run that must not measure a program twice."""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm_ffi
+from log_helpers import warnings_of
+from tqdm import tqdm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+from tenset_tools.command import Interrupted
+from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
+from tvm_transfer.cli import main
+from tvm_transfer.search_strategy.unmeasured import SkipMeasured, measured_program_keys
+from tvm_transfer.tuning.operator import tune_workload
+from tvm_transfer.tuning.session import Measurement, open_database, records_of
+from tvm_transfer.tuning.workdir import (
+    LOCK_FILE,
+    WorkDirBusyError,
+    count_records,
+    set_aside_torn_tails,
+    work_dir_lock,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _program_counts(work_dir: Path) -> collections.Counter:
+    """How often each (workload, program) pair appears in the work dir's database."""
+    database = open_database(work_dir)
+    return collections.Counter(
+        (str(r.workload.mod.script()), tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod))
+        for r in database.get_all_tuning_records()
+    )
+
+
+# ---- torn tails ----------------------------------------------------------------------------------------
+
+
+def _lines(*items) -> bytes:
+    return b"".join(json.dumps(item).encode() + b"\n" for item in items)
+
+
+def test_a_torn_last_line_is_set_aside_and_complete_lines_are_kept(tmp_path):
+    (tmp_path / WORKLOAD_FILE).write_bytes(_lines(["h", "mod"]))
+    complete = _lines([0, ["t1"]], [0, ["t2"]])
+    (tmp_path / RECORD_FILE).write_bytes(complete + b'[0, ["t3", [0.1')
+    with warnings_of("tvm_transfer.tuning.workdir") as messages:
+        (side,) = set_aside_torn_tails(tmp_path)
+    assert (tmp_path / RECORD_FILE).read_bytes() == complete
+    assert side.read_bytes() == b'[0, ["t3", [0.1' and side.name.startswith(f"{RECORD_FILE}.torn-")
+    (message,) = messages
+    assert RECORD_FILE in message and side.name in message
+
+    # A complete last line without its newline is kept and gets one; a clean file is left alone.
+    (tmp_path / RECORD_FILE).write_bytes(complete + b'[0, ["t3"]]')
+    assert set_aside_torn_tails(tmp_path) == []
+    assert (tmp_path / RECORD_FILE).read_bytes() == complete + b'[0, ["t3"]]\n'
+    assert set_aside_torn_tails(tmp_path) == [] and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(
+        ["h", "mod"]
+    )
+
+
+def test_a_torn_line_ending_in_a_newline_is_set_aside_too(tmp_path):
+    (tmp_path / WORKLOAD_FILE).write_bytes(_lines(["h", "mod"]) + b'["h2", "mo\n')
+    (tmp_path / RECORD_FILE).write_bytes(b"")
+    (side,) = set_aside_torn_tails(tmp_path)
+    assert side.read_bytes() == b'["h2", "mo\n' and (tmp_path / WORKLOAD_FILE).read_bytes() == _lines(
+        ["h", "mod"]
+    )
+
+
+@pytest.fixture(scope="module")
+def tuned_dir(tmp_path_factory, target, matmul):
+    """A real 8-trial tuning run of a 64^3 matmul (two batches of 4, population 16)."""
+    work_dir = tmp_path_factory.mktemp("tuned")
+    options = ms_options(trials=8)
+    tune_workload(matmul, work_dir, target=target, options=options, reference=False)
+    return work_dir
+
+
+def ms_options(trials: int):
+    from tvm_transfer.tuning.session import TuneOptions
+
+    return TuneOptions(trials=trials, trials_per_iter=4, population_size=16, progress=False)
+
+
+def test_resume_after_a_torn_tail_keeps_every_complete_record(tuned_dir, tmp_path, target, matmul):
+    work_dir = tmp_path / "torn"
+    work_dir.mkdir()
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        (work_dir / name).write_bytes((tuned_dir / name).read_bytes())
+    records = (work_dir / RECORD_FILE).read_bytes()
+    last = records.rstrip(b"\n").rfind(b"\n") + 1
+    cut = last + (len(records) - last) // 2
+    (work_dir / RECORD_FILE).write_bytes(records[:cut])
+    with pytest.raises(Exception, match="parallel_for_dynamic"):  # what TVM alone does with it
+        ms.database.JSONDatabase(work_dir=str(work_dir))
+
+    with warnings_of("tvm_transfer.tuning.workdir") as messages:
+        result = tune_workload(matmul, work_dir, target=target, options=ms_options(trials=8), reference=False)
+    # The 7 complete records are kept; MetaSchedule measures a whole batch even when fewer trials remain.
+    assert result.trials == 7 + result.new_trials and result.new_trials >= 1
+    (side,) = work_dir.glob(f"{RECORD_FILE}.torn-*")
+    assert side.read_bytes() == records[last:cut]
+    assert (work_dir / RECORD_FILE).read_bytes().startswith(records[:last])
+    assert len(messages) == 1 and side.name in messages[0]
+
+
+def test_a_corrupt_middle_line_is_a_named_error(tmp_path):
+    (tmp_path / WORKLOAD_FILE).write_bytes(_lines(["h", "mod"]))
+    (tmp_path / RECORD_FILE).write_bytes(b"not json\n" + _lines([0, ["t"]]))
+    with pytest.raises(Exception, match=rf"{tmp_path}: TVM cannot read this MetaSchedule database"):
+        open_database(tmp_path)
+
+
+# ---- never measure a program twice ----------------------------------------------------------------------
+
+
+@derived_object
+class _PrefersKnownPrograms(PyCostModel):
+    """Scores the programs in ``keys`` 1 and every other 0, as a model trained on them rates the best
+    measured ones: the situation in which MetaSchedule's evolution proposes them again."""
+
+    def __init__(self, keys: set[int]) -> None:
+        self.keys = keys
+
+    def load(self, path: str) -> None:
+        pass
+
+    def save(self, path: str) -> None:
+        pass
+
+    def update(self, context, candidates, results) -> None:
+        pass
+
+    def predict(self, context, candidates) -> np.ndarray:
+        return np.array([float(tvm_ffi.structural_hash(c.sch.mod) in self.keys) for c in candidates])
+
+
+def _proposed_keys(strategy, matmul, target, database, model) -> set[int]:
+    context = ms.TuneContext(
+        mod=matmul.ir_module(), target=target, space_generator="post-order-apply", search_strategy=strategy,
+        task_name="matmul", rand_state=3, num_threads=1,
+    )  # fmt: skip
+    strategy = context.search_strategy
+    strategy.pre_tuning(8, 8, context.generate_design_space(), database, model)
+    candidates = strategy.generate_measure_candidates() or []
+    strategy.post_tuning()
+    return {tvm_ffi.structural_hash(c.sch.mod) for c in candidates}
+
+
+def test_skip_measured_never_proposes_a_program_the_database_holds(matmul, target):
+    evolution = {"population_size": 16, "init_min_unmeasured": 8}
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul.ir_module())
+    # "Measure" the first batch an evolutionary search proposes.
+    context = ms.TuneContext(
+        mod=matmul.ir_module(), target=target, space_generator="post-order-apply",
+        search_strategy=ms.search_strategy.EvolutionarySearch(**evolution), rand_state=1, num_threads=1,
+    )  # fmt: skip
+    context.search_strategy.pre_tuning(
+        8, 8, context.generate_design_space(), database, ms.cost_model.RandomModel()
+    )
+    for seconds, candidate in enumerate(context.search_strategy.generate_measure_candidates()):
+        record = ms.database.TuningRecord(
+            candidate.sch.trace, workload, [1e-3 * (1 + seconds)], target, candidate.args_info
+        )
+        database.commit_tuning_record(record)
+    measured = measured_program_keys(database, matmul.ir_module())
+    assert len(measured) == 8
+
+    model = _PrefersKnownPrograms(measured)
+    again = _proposed_keys(
+        ms.search_strategy.EvolutionarySearch(**evolution), matmul, target, database, model
+    )
+    assert again & measured  # MetaSchedule's own strategy measures some of them again
+    fresh = _proposed_keys(
+        SkipMeasured(ms.search_strategy.EvolutionarySearch(**evolution)), matmul, target, database, model
+    )
+    assert fresh and not fresh & measured
+
+
+@pytest.mark.slow
+def test_a_resumed_run_measures_no_program_twice(tuned_dir, tmp_path, target, matmul):
+    work_dir = tmp_path / "resumed"
+    work_dir.mkdir()
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        (work_dir / name).write_bytes((tuned_dir / name).read_bytes())
+    for trials in (16, 24):
+        tune_workload(matmul, work_dir, target=target, options=ms_options(trials), reference=False)
+    counts = _program_counts(work_dir)
+    assert sum(counts.values()) == 24 and max(counts.values()) == 1
+
+
+# ---- the lock -------------------------------------------------------------------------------------------
+
+_HOLD = """
+import os, signal, sys, time
+from tvm_transfer.tuning.workdir import work_dir_lock
+with work_dir_lock(sys.argv[1]):
+    print("held", flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(work_dir: Path, how: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_HOLD), str(work_dir), how], stdout=subprocess.PIPE, env=env
+    )
+    assert process.stdout.readline().strip() == b"held"
+    return process
+
+
+def test_a_second_run_is_refused_naming_the_holder_or_waits(tmp_path, capsys):
+    holder = _holder(tmp_path, "3")
+    held_at = time.monotonic()
+    try:
+        busy = rf"{tmp_path} is in use by pid {holder.pid} \(.*started"
+        with pytest.raises(WorkDirBusyError, match=busy), work_dir_lock(tmp_path):
+            pass
+        code = main(["tune", "matmul", "--shape", "8,8,8", "--work-dir", str(tmp_path), "--no-reference"])
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and f"pid {holder.pid}" in line and "--wait" in line
+        with warnings_of("tvm_transfer.tuning.workdir") as messages, work_dir_lock(tmp_path, wait=True):
+            assert time.monotonic() - held_at > 2.5  # got the lock only once the holder let it go
+        assert len(messages) == 1 and "waiting for it to end" in messages[0]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_killed_holders_lock_is_taken_over_with_a_note(tmp_path):
+    holder = _holder(tmp_path, "kill")
+    holder.wait()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
+    # Re-entrant within a process: the inner block shares the outer one's lock.
+    with (
+        warnings_of("tvm_transfer.tuning.workdir") as messages,
+        work_dir_lock(tmp_path),
+        work_dir_lock(tmp_path),
+    ):
+        pass
+    (note,) = messages
+    assert f"took over the stale lock of pid {holder.pid}" in note
+    assert (tmp_path / LOCK_FILE).read_text() == ""  # released cleanly: nothing stale left
+
+
+# ---- Ctrl-C ---------------------------------------------------------------------------------------------
+
+
+class _InterruptingBar(tqdm):
+    """A progress bar that presses Ctrl-C (a real SIGINT to this process) after the first batch."""
+
+    def update(self, n=1):
+        super().update(n)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_during_tuning_says_what_was_kept(tmp_path, target, matmul):
+    bar = _InterruptingBar(disable=True)
+    from tvm_transfer.tuning.session import tune_contexts
+
+    context = ms.TuneContext(
+        mod=matmul.ir_module(), target=target, space_generator="post-order-apply",
+        search_strategy=ms.search_strategy.EvolutionarySearch(population_size=16, init_min_unmeasured=8),
+        task_name="matmul", rand_state=1, num_threads=1,
+    )  # fmt: skip
+    with pytest.raises(Interrupted, match=rf"4 measured records kept in {tmp_path}"):
+        tune_contexts([context], [1.0], tmp_path, "xgboost", ms_options(16), Measurement(progress_bar=bar))
+    assert count_records(tmp_path) == 4 == len(records_of(open_database(tmp_path), matmul.ir_module()))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_line_is_one_line_and_resumable(tmp_path):
+    command = [sys.executable, "-m", "tvm_transfer.cli", "tune", "matmul", "--shape", "64,64,64"]
+    command += ["--trials", "64", "--trials-per-iter", "4", "--population", "16", "--no-reference", "--quiet"]
+    command += ["--work-dir", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=env, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while count_records(tmp_path) < 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
+    _, err = process.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if not line.startswith("[")]
+    assert process.returncode == 130
+    assert (
+        lines[-1].startswith("tvm-transfer tune: interrupted;")
+        and "resume with: tvm-transfer tune" in lines[-1]
+    )
+    assert "Traceback" not in err
