@@ -54,7 +54,9 @@ def _measure(network: str, budget: int, work_root: Path, target, rounds: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--networks", default="torchvision:resnet18,bert_base")
     parser.add_argument("--budget", type=int, default=300)

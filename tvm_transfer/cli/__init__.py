@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,20 +141,19 @@ def _selection(args: argparse.Namespace):
     try:
         return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_transfer)
     except ValueError as error:
-        raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
+        raise UsageError(str(error)) from error
 
 
 def _load_model(args: argparse.Namespace):
-    """The model named by the ``network`` argument; an unknown or unimportable one ends the command with
-    its one-line reason (exit status 2)."""
+    """The model named by the ``network`` argument; an unknown or unimportable one is a usage error naming
+    the model and the cause (checked before any tuning)."""
     from tvm_transfer.networks import ModelSourceError, load_model, relax_module
 
     try:
         model = load_model(args.network, args.input_shape)
-        relax_module(model)  # fail here, before any tuning, when TVM cannot import it
+        relax_module(model)
     except ModelSourceError as error:
-        print(f"tvm-transfer {args.command}: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from error
+        raise UsageError(str(error)) from error
     return model
 
 
@@ -164,19 +164,23 @@ def _network_work_dir(args: argparse.Namespace) -> Path:
 
 
 def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy=None):
-    """Tune ``model``'s tasks in its work dir up to ``--trials``; returns the NetworkTuneResult."""
+    """Tune ``model``'s tasks in its work dir up to ``--trials``, holding the work dir's lock (schedule
+    transfer between tasks included); returns the NetworkTuneResult."""
     from tvm_transfer.tuning.network import tune_network
+    from tvm_transfer.tuning.workdir import work_dir_lock
 
-    return tune_network(
-        model,
-        _network_work_dir(args),
-        cost_model=_cost_model(args),
-        target=resolve_target(args),
-        options=_options(args),
-        selection=selection,
-        search_strategy=search_strategy,
-        layout_free=not args.no_layout_rewrite,
-    )
+    work_dir = _network_work_dir(args)
+    with work_dir_lock(work_dir, wait=args.wait):
+        return tune_network(
+            model,
+            work_dir,
+            cost_model=_cost_model(args),
+            target=resolve_target(args),
+            options=_options(args),
+            selection=selection,
+            search_strategy=search_strategy,
+            layout_free=not args.no_layout_rewrite,
+        )
 
 
 def _run_tune_network(args: argparse.Namespace) -> int:
@@ -442,9 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:  # MetaSchedule's per-round logs and copulas' one line per fitted design space
-        for library in ("tvm.s_tir.meta_schedule", "copulas"):
+    if not args.verbose:
+        # MetaSchedule's per-round logs, copulas' one line per fitted design space, the ONNX exporter's
+        # pass-by-pass notes, and torch.export's deprecation notices about its own internals.
+        for library in ("tvm.s_tir.meta_schedule", "copulas", "onnxscript", "onnx_ir"):
             logging.getLogger(library).setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 
 def main(argv: list[str] | None = None) -> int:

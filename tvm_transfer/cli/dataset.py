@@ -20,7 +20,7 @@ import time
 
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.cli import add_split_options, markdown_table, split_options
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError
 
 __all__ = ["COLLECT", "EVAL", "STORE_FEATURES", "TRAIN", "TRAINABLE"]
 
@@ -181,15 +181,17 @@ EVAL = Command(
 
 
 def _run_collect(args: argparse.Namespace) -> int:
-    from tvm_transfer.networks import NETWORKS
+    from tvm_transfer.networks import NETWORKS, ModelSourceError, load_model
     from tvm_transfer.tuning.collect import collect, default_targets, parse_targets
     from tvm_transfer.tuning.session import TuneOptions
 
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     networks = args.networks.split(",") if args.networks else list(NETWORKS)
-    unknown = sorted(set(networks) - set(NETWORKS))
-    if unknown:
-        raise ValueError(f"unknown network(s) {unknown}; choose from {', '.join(NETWORKS)}")
+    for network in networks:
+        try:
+            load_model(network)
+        except ModelSourceError as error:
+            raise UsageError(f"--networks: {error}") from error
     if bool(args.rpc) != bool(args.device_key):
         raise ValueError("--rpc and --device-key go together")
     targets = parse_targets(args.targets) if args.targets else default_targets()
@@ -228,7 +230,9 @@ def _run_collect(args: argparse.Namespace) -> int:
 
 def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--networks", help="comma-separated names of tvm_transfer.networks.NETWORKS (default: all of them)"
+        "--networks",
+        help="comma-separated models: built-in names, torchvision:NAME, .onnx files or "
+        "package.module:factory (default: every built-in network)",
     )
     parser.add_argument(
         "--targets",

@@ -45,6 +45,7 @@ from tvm_transfer.runner import evaluator_config, local_runner
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import Measurement, TuneOptions
+from tvm_transfer.tuning.workdir import work_dir_lock
 
 
 @dataclass(frozen=True)
@@ -146,15 +147,16 @@ def run_job(
         {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks},
     )
     selected = tasks if all_tasks else [t for t in tasks if estimate_flops(t.dispatched[0]) > 0]
-    result = tune_network(
-        job.network,
-        job.work_dir,
-        cost_model=cost_model,
-        target=target,
-        options=dataclasses.replace(options, trials=job.trials),
-        tasks=selected,
-        measure=measure,
-    )
+    with work_dir_lock(job.work_dir):
+        result = tune_network(
+            job.network,
+            job.work_dir,
+            cost_model=cost_model,
+            target=target,
+            options=dataclasses.replace(options, trials=job.trials),
+            tasks=selected,
+            measure=measure,
+        )
     return result.new_trials
 
 

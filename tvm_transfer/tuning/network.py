@@ -34,6 +34,7 @@ from tvm_transfer.tuning.session import (
     records_of,
     resolve_cost_model,
     search_threads,
+    skip_measured,
     tune_contexts,
 )
 from tvm_transfer.tuning.task_selection import TaskSelection, TaskWork, plan_budget, task_work
@@ -138,7 +139,7 @@ def tune_network(
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
     tuned and the estimated network latency."""
     options = options or TuneOptions()
-    strategy = search_strategy or evolutionary_search(options)
+    strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
     import_tensor_intrin_fast()
     name = model if isinstance(model, str) else model.name
