@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import tempfile
 import time
 import warnings
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tenset_tools.atomic import atomic_output
+from tvm_transfer.common.errors import error_chain, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -45,9 +45,6 @@ RUNTIMES: dict[str, str] = {
     "torch.compile": "torch.compile",
     "onnxruntime": "ONNX Runtime",
 }
-
-_MESSAGE_CHARS = 240  # a status is one line of a table: long exception texts are cut here
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes some exporters put in their messages
 
 
 @dataclass
@@ -145,9 +142,9 @@ def time_interleaved(
 
 class _TimedCallFailed(RuntimeError):
     def __init__(self, name: str, error: Exception) -> None:
-        super().__init__(f"{name} failed while timed: {_one_line(error)}")
+        super().__init__(f"{name} failed while timed: {one_line(error)}")
         self.name = name
-        self.reason = _one_line(error)
+        self.reason = one_line(error)
 
 
 def _call_named(name: str, fn: Callable[[], object]) -> object:
@@ -203,7 +200,7 @@ def compare_runtimes(
                 results[name] = RuntimeResult(name, None, f"not available: {reason}")
                 return
             except Exception as error:
-                results[name] = RuntimeResult(name, None, f"failed: {_one_line(error)}")
+                results[name] = RuntimeResult(name, None, f"failed: {one_line(error)}")
                 return
             setup_seconds = time.perf_counter() - start if measure_setup else None
             results[name] = RuntimeResult(name, None, "ok", setup_seconds=setup_seconds)
@@ -392,15 +389,15 @@ def _compiled(model: ComparedModel, stack: contextlib.ExitStack) -> Callable[[],
     try:
         compiled = torch.compile(model.torch_module, backend="inductor")
     except RuntimeError as error:  # e.g. dynamo does not support this Python
-        raise _NotAvailable(f"torch.compile: {_one_line(error)}") from error
+        raise _NotAvailable(f"torch.compile: {one_line(error)}") from error
     args = _torch_args(model)
 
     def call() -> object:
         try:
             return compiled(*args)
         except Exception as error:
-            if any(type(e).__name__ == "InvalidCxxCompiler" for e in _chain(error)):
-                raise _NotAvailable(f"inductor found no C++ compiler: {_one_line(error)}") from error
+            if any(type(e).__name__ == "InvalidCxxCompiler" for e in error_chain(error)):
+                raise _NotAvailable(f"inductor found no C++ compiler: {one_line(error)}") from error
             raise
 
     return call
@@ -445,14 +442,14 @@ def _onnxruntime(model: ComparedModel, stack: contextlib.ExitStack) -> Callable[
     try:
         import onnxruntime
     except ImportError as error:
-        raise _NotAvailable(f"onnxruntime cannot be imported ({_one_line(error)})") from error
+        raise _NotAvailable(f"onnxruntime cannot be imported ({one_line(error)})") from error
     path = model.onnx_path
     if path is None:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="compare-onnx-")))
         try:
             path = export_onnx(model.torch_module, model.inputs, directory / f"{_file_stem(model.name)}.onnx")
         except Exception as error:
-            raise _NotAvailable(f"torch.onnx.export failed: {_one_line(error)}") from error
+            raise _NotAvailable(f"torch.onnx.export failed: {one_line(error)}") from error
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = model.threads
     options.inter_op_num_threads = 1
@@ -501,31 +498,6 @@ def _max_abs_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> fl
                 return math.nan  # a NaN where the other has a number (or NaN) is no match
             error = max(error, largest)
     return error
-
-
-def _one_line(error: BaseException) -> str:
-    """``error`` in one line: its type and first line, and those of its root cause if another."""
-    text = _first_line(error)
-    root = list(_chain(error))[-1]
-    if root is not error:
-        text += f" (caused by {_first_line(root)})"
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
-    name = type(error).__name__
-    if not lines:
-        return name
-    return lines[0] if lines[0].startswith(name) else f"{name}: {lines[0]}"
-
-
-def _chain(error: BaseException | None) -> Iterator[BaseException]:
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 def _file_stem(name: str) -> str:

@@ -1,2 +1,2 @@
 """What several systems share: versioned archives, hyper-parameters, the XGBoost booster helper, the
-shared V/P/A estimators."""
+shared V/P/A estimators, exceptions told in one line."""

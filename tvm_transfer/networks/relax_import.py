@@ -13,7 +13,8 @@ import torch
 import tvm
 from tvm import relax
 
-from tvm_transfer.networks.sources import LoadedModel, ModelSourceError, error_line
+from tvm_transfer.common.errors import one_line
+from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
 
 __all__ = ["fused_for_extraction", "fusion_passes", "lowering_passes", "prepack_passes", "relax_module"]
 
@@ -37,12 +38,12 @@ def _from_torch(model: LoadedModel) -> tvm.IRModule:
         with torch.no_grad():
             exported = torch.export.export(model.torch_module, inputs)
     except Exception as error:
-        raise ModelSourceError(model.name, f"torch.export failed: {error_line(error)}") from error
+        raise ModelSourceError(model.name, f"torch.export failed: {one_line(error)}") from error
     try:
         return from_exported_program(exported, keep_params_as_input=False, unwrap_unit_return_tuple=True)
     except Exception as error:  # the frontend raises assertion, key and value errors for unsupported ops
         raise ModelSourceError(
-            model.name, f"TVM's PyTorch frontend cannot import it: {error_line(error)}"
+            model.name, f"TVM's PyTorch frontend cannot import it: {one_line(error)}"
         ) from error
 
 
@@ -62,7 +63,7 @@ def _from_onnx(model: LoadedModel) -> tvm.IRModule:
         )
     except Exception as error:
         raise ModelSourceError(
-            model.name, f"TVM's ONNX frontend cannot import it: {error_line(error)}"
+            model.name, f"TVM's ONNX frontend cannot import it: {one_line(error)}"
         ) from error
 
 

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.builtin import NETWORKS
 
-__all__ = ["TORCHVISION_PREFIX", "LoadedModel", "ModelSourceError", "error_line", "load_model", "model_slug"]
+__all__ = ["TORCHVISION_PREFIX", "LoadedModel", "ModelSourceError", "load_model", "model_slug"]
 
 TORCHVISION_PREFIX = "torchvision:"
 DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
@@ -144,7 +145,7 @@ def _onnx(name: str, input_shape: Sequence[int] | None, seed: int) -> LoadedMode
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
     except Exception as error:  # onnx raises DecodeError, ValueError, ... for a damaged file
-        raise ModelSourceError(name, f"not a readable ONNX model ({error_line(error)})") from error
+        raise ModelSourceError(name, f"not a readable ONNX model ({one_line(error)})") from error
     weights = {init.name for init in graph.initializer}
     inputs = [value for value in graph.input if value.name not in weights]
     if not inputs:
@@ -190,9 +191,7 @@ def _factory(name: str) -> LoadedModel:
     try:
         made = factory()
     except Exception as error:
-        raise ModelSourceError(
-            name, f"the factory failed: {type(error).__name__}: {error_line(error)}"
-        ) from error
+        raise ModelSourceError(name, f"the factory failed: {one_line(error)}") from error
     return _factory_result(name, made)
 
 
@@ -209,9 +208,3 @@ def _factory_result(name: str, made: object) -> LoadedModel:
             name, f"the factory's example_inputs are {type(example).__name__}; it {expected}"
         )
     return LoadedModel(name, "factory", [t.detach().numpy() for t in examples], torch_module=module.eval())
-
-
-def error_line(error: BaseException) -> str:
-    """The first line of an exception's message (at most 300 characters), or its type's name."""
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
