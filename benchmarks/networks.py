@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import os
 
-# This machine is shared while the study runs: threads that spin at barriers waiting for a busy core slow
-# every runtime by several times (PyTorch's OpenMP most). No runtime spins here: OpenMP passive, TVM's
-# pool without spinning, ONNX Runtime with allow_spinning=0 (tvm_transfer.runtimes). Set before torch loads.
+# No runtime spins, as under the tvm-transfer command (tvm_transfer/cli/__init__.py, docs/runtimes.md):
+# this machine is shared while the study runs. Set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 

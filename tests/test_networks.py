@@ -245,6 +245,15 @@ def test_network_tuning_killed_half_way_resumes_and_loses_nothing(tmp_path):
     assert trials == sorted(trials) and trials[-1] == 32  # the round log continues across the kill
 
 
+def test_a_budget_smaller_than_one_batch_per_task_still_tunes_every_task(target, small_options, tmp_path):
+    # Two tasks, 8 trials, batches of 8: MetaSchedule alone would give the whole budget to the first task
+    # and leave the other on TVM's unscheduled lowering.
+    result = tune_network("resnet_block", tmp_path, target=target, options=replace(small_options, trials=8))
+    assert len(result.tasks) == 2
+    assert all(trials >= 1 for *_, trials in result.tasks)
+    assert np.isfinite(result.weighted_latency)
+
+
 def test_factory_source_cannot_take_an_input_shape(factory_dir):
     with pytest.raises(ModelSourceError, match="drop --input-shape"):
         load_model("user_models:make", (1, 16))

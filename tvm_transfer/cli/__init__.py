@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+# Worker threads that spin while waiting for a busy core slow every runtime several times over on a shared
+# machine (docs/runtimes.md): by default none spins. Set before torch loads (libgomp reads it once); a
+# value the user exported is kept. ONNX Runtime's sessions are made with spinning off as well.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+
 import argparse
 import json
 import logging

@@ -135,6 +135,9 @@ def tune_network(
     :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
     source tasks).
 
+    Batches shrink when the trials left would not give every task one batch, so that no task is left on
+    TVM's unscheduled lowering while another gets a whole batch.
+
     After every measured batch the best latency of every task is appended to ``work_dir``'s round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
     tuned and the estimated network latency."""
@@ -160,7 +163,8 @@ def tune_network(
         measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
     )
     try:
-        run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, options, logged)
+        batched = dataclasses.replace(options, trials_per_iter=_batch_size(options, log.trials, len(tunable)))
+        run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, batched, logged)
     finally:
         if measure.progress_bar is None:
             bar.close()
@@ -175,6 +179,15 @@ def tune_network(
         profile=run.profile,
         rounds=read_rounds(work_dir),
     )
+
+
+def _batch_size(options: TuneOptions, done: int, tasks: int) -> int:
+    """Candidates per batch: ``options.trials_per_iter``, or fewer when the trials still to measure would
+    not give every task a batch. MetaSchedule's gradient scheduler first visits each task once, in order,
+    measuring a whole batch; a task it never reaches keeps TVM's unscheduled lowering, which is slower
+    than any tuned schedule by one or two orders of magnitude."""
+    remaining = max(options.trials - done, 0)
+    return max(1, min(options.trials_per_iter, remaining // max(tasks, 1)))
 
 
 def _round_log(
