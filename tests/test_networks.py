@@ -238,11 +238,12 @@ def test_network_tuning_killed_half_way_resumes_and_loses_nothing(tmp_path):
     resumed = subprocess.run([*command, "--json", str(tmp_path / "r.json")], env=environment, timeout=600)
     assert resumed.returncode == 0
     records = _records(work_dir)
-    assert len(records) == 32 and records[: len(kept)] == kept  # nothing lost, nothing beyond the budget
+    # Nothing lost; MetaSchedule finishes the batch it is in, so the budget may be passed by under a batch.
+    assert 32 <= len(records) < 32 + 8 and records[: len(kept)] == kept
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["new_trials"] == 32 - len(kept)
+    assert report["new_trials"] == len(records) - len(kept)
     trials = [row["trials"] for row in read_rounds(work_dir)]
-    assert trials == sorted(trials) and trials[-1] == 32  # the round log continues across the kill
+    assert trials == sorted(trials) and trials[-1] == len(records)  # the log continues across the kill
 
 
 def test_a_budget_smaller_than_one_batch_per_task_still_tunes_every_task(target, small_options, tmp_path):

@@ -164,6 +164,6 @@ def test_op_kinds_of_real_network_tasks(target):
         for task in extract_network_tasks(network, target):
             kinds.setdefault(op_kind_of(task.dispatched[0]), set()).add(task.task_name)
     assert {"conv2d", "depthwise_conv2d", "matmul", "batch_matmul", "softmax", "layer_norm"} <= set(kinds)
-    assert kinds["batch_matmul"] == {"matmul1"}  # attention scores: (1, 2, 64, 64) per head
-    assert "fused_reshape1_reshape2_transpose1" in kinds["elementwise"]
+    assert len(kinds["batch_matmul"]) == 1  # attention scores: (1, 2, 64, 64) per head
+    assert {name for name in kinds["elementwise"] if "transpose" in name}  # the heads' layout change
     assert len(kinds["depthwise_conv2d"]) == 1
