@@ -101,11 +101,11 @@ def _selection(args: argparse.Namespace):
     """A TaskSelection when any selection flag is given; ``None`` (every task, gradient scheduler) else."""
     from tvm_transfer.tuning.task_selection import TaskSelection
 
-    if args.flops_share is None and args.top_tasks is None and not args.no_transfer:
+    if args.flops_share is None and args.top_tasks is None and not args.no_schedule_transfer:
         return None
     share = 0.9 if args.flops_share is None else args.flops_share
     try:
-        return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_transfer)
+        return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_schedule_transfer)
     except ValueError as error:
         raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
@@ -304,7 +304,9 @@ def _add_tune_network_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--top-tasks", type=int, help="tune at most this many tasks (heaviest first)")
     parser.add_argument(
-        "--no-transfer", action="store_true", help="leave untuned tasks on TVM's default schedule"
+        "--no-schedule-transfer",
+        action="store_true",
+        help="leave the tasks a selection does not tune on TVM's default schedule",
     )
     parser.add_argument("--compile", action="store_true", help="then build the network and compare it")
     add_tuning_arguments(parser)
