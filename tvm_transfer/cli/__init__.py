@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tenset_tools import command
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command
+from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
@@ -50,7 +51,9 @@ def _cost_model(args: argparse.Namespace):
     """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else ``--cost-model``'s
     name; a file that is not a saved model ends the command with its reason."""
     if not args.model_file:
-        return args.cost_model
+        from tvm_transfer.cli.transfer import resolve_transfer_pack, transfer_cost_model
+
+        return transfer_cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
     try:
@@ -78,6 +81,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.workloads import parse_workload
 
@@ -93,6 +97,7 @@ def _run_tune(args: argparse.Namespace) -> int:
         options=options,
         reference=not args.no_reference,
         search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
+        transfer_pack=resolve_transfer_pack(args),
     )
     return _report(args, result)
 
@@ -105,7 +110,9 @@ def _selection(args: argparse.Namespace):
         return None
     share = 0.9 if args.flops_share is None else args.flops_share
     try:
-        return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_schedule_transfer)
+        return TaskSelection(
+            flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_schedule_transfer
+        )
     except ValueError as error:
         raise SystemExit(f"tvm-transfer tune-network: error: {error}") from error
 
@@ -132,6 +139,7 @@ def _network_work_dir(args: argparse.Namespace) -> Path:
 
 def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy=None):
     """Tune ``model``'s tasks in its work dir up to ``--trials``; returns the NetworkTuneResult."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.network import tune_network
 
     return tune_network(
@@ -143,6 +151,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy
         selection=selection,
         search_strategy=search_strategy,
         layout_free=not args.no_layout_rewrite,
+        transfer_pack=resolve_transfer_pack(args),
     )
 
 
@@ -171,8 +180,13 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
     """Build ``model`` from its work dir and print the comparison table; ``--json`` writes it with the
     tuning result (if any). Exit status 1 when TVM's output differs from the reference by more than
     ``--tolerance``."""
+    from tvm_transfer.cli.transfer import apply_pack_to_network, resolve_transfer_pack
     from tvm_transfer.tuning.compile import compile_network
 
+    pack = resolve_transfer_pack(args)
+    if pack is not None and tuning is None:  # tuning applied the pack already
+        target, layout_free = resolve_target(args), not args.no_layout_rewrite
+        apply_pack_to_network(pack, model, _network_work_dir(args), target, layout_free)
     result = compile_network(
         model,
         _network_work_dir(args),
@@ -228,6 +242,7 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="print where the tuning time went")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_target_arguments(parser)
+    add_transfer_arguments(parser)
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from tvm_transfer.tuning.session import open_database
 
 log = logging.getLogger(__name__)
 
-__all__ = ["APPLIED_FILE", "AppliedTask", "apply_pack", "applied_tasks"]
+__all__ = ["APPLIED_FILE", "AppliedTask", "applied_tasks", "apply_pack"]
 
 #: The sidecar naming the tasks of a work dir whose record came from a transfer pack.
 APPLIED_FILE = "transfer_pack.json"
