@@ -219,3 +219,14 @@ def test_the_operator_command_applies_a_packed_operator_with_zero_trials(target,
     assert report["new_trials"] == 0 and report["from_pack"] == str(packed.path)
     assert np.isfinite(report["best_seconds"])
     assert "from transfer pack" in capsys.readouterr().out
+
+
+def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_under_the_cost_model(pack):
+    from tvm_transfer.cli import _cost_model
+
+    args = build_parser().parse_args(["tune-network", "mlp", "--transfer-pack", str(pack.path)])
+    guarded = _cost_model(args)
+    assert type(guarded).__name__ == "GuardedCostModel"
+    assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
+    assert type(guarded.online_).__name__ == "XGBoostCostModel"  # --cost-model's default, learning online
+    assert _cost_model(build_parser().parse_args(["tune-network", "mlp", "--no-transfer"])) == "xgboost"

@@ -48,11 +48,14 @@ def _options(args: argparse.Namespace):
 
 
 def _cost_model(args: argparse.Namespace):
-    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else ``--cost-model``'s
-    name; a file that is not a saved model ends the command with its reason."""
+    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else the transfer
+    pack's pretrained model guarded, ``--cost-model`` learning online (``transfer_cost_model``), else
+    ``--cost-model``'s name; a file that is not a saved model ends the command with its reason."""
     if not args.model_file:
         from tvm_transfer.cli.transfer import resolve_transfer_pack, transfer_cost_model
 
+        if getattr(args, "pretrain_on_sources", False):  # that model is pretrained on --seed-from instead
+            return args.cost_model
         return transfer_cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
