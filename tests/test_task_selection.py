@@ -182,6 +182,6 @@ def test_cli_selection_flags():
 
     assert parse() is None  # no flag: every task under the gradient scheduler, as before
     assert parse("--flops-share", "0.8") == TaskSelection(flops_share=0.8)
-    assert parse("--top-tasks", "2", "--no-transfer") == TaskSelection(
+    assert parse("--top-tasks", "2", "--no-schedule-transfer") == TaskSelection(
         flops_share=0.9, top_tasks=2, transfer=False
     )

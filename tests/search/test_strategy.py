@@ -265,7 +265,7 @@ def test_cli_tune_network_starts_each_task_from_the_source_runs_best(target, tmp
     best = min(load_sources([source]), key=lambda r: r.seconds)
 
     work_dir = tmp_path / "w"
-    flags = ["tune-network", "mlp", "--flops-share", "0.7", "--no-transfer", "--quiet"]
+    flags = ["tune-network", "mlp", "--flops-share", "0.7", "--no-schedule-transfer", "--quiet"]
     flags += ["--work-dir", str(work_dir), "--trials", "4", "--trials-per-iter", "4", "--population", "16"]
     assert main([*flags, "--seed-from", str(tmp_path / "collected")]) == 0
     first = next(iter_database_records(work_dir, LoadStats()))[1]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tenset_tools import command
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command, UsageError, bounded_int
+from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
@@ -82,10 +83,15 @@ def _options(args: argparse.Namespace):
 
 
 def _cost_model(args: argparse.Namespace):
-    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else ``--cost-model``'s
-    name; a file that is not a saved model ends the command with its reason."""
+    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else the transfer
+    pack's pretrained model guarded, ``--cost-model`` learning online (``transfer_cost_model``), else
+    ``--cost-model``'s name; a file that is not a saved model ends the command with its reason."""
     if not args.model_file:
-        return args.cost_model
+        from tvm_transfer.cli.transfer import resolve_transfer_pack, transfer_cost_model
+
+        if getattr(args, "pretrain_on_sources", False):  # that model is pretrained on --seed-from instead
+            return args.cost_model
+        return transfer_cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
     try:
@@ -116,6 +122,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.tuning.workdir import work_dir_lock
     from tvm_transfer.workloads import parse_workload
@@ -135,6 +142,7 @@ def _run_tune(args: argparse.Namespace) -> int:
             options=options,
             reference=not args.no_reference,
             search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
+            transfer_pack=resolve_transfer_pack(args),
         )
     return _report(args, result)
 
@@ -143,11 +151,13 @@ def _selection(args: argparse.Namespace):
     """A TaskSelection when any selection flag is given; ``None`` (every task, gradient scheduler) else."""
     from tvm_transfer.tuning.task_selection import TaskSelection
 
-    if args.flops_share is None and args.top_tasks is None and not args.no_transfer:
+    if args.flops_share is None and args.top_tasks is None and not args.no_schedule_transfer:
         return None
     share = 0.9 if args.flops_share is None else args.flops_share
     try:
-        return TaskSelection(flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_transfer)
+        return TaskSelection(
+            flops_share=share, top_tasks=args.top_tasks, transfer=not args.no_schedule_transfer
+        )
     except ValueError as error:
         raise UsageError(str(error)) from error
 
@@ -174,6 +184,7 @@ def _network_work_dir(args: argparse.Namespace) -> Path:
 def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy=None):
     """Tune ``model``'s tasks in its work dir up to ``--trials``, holding the work dir's lock (schedule
     transfer between tasks included); returns the NetworkTuneResult."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.network import tune_network
     from tvm_transfer.tuning.workdir import work_dir_lock
 
@@ -188,6 +199,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy
             selection=selection,
             search_strategy=search_strategy,
             layout_free=not args.no_layout_rewrite,
+            transfer_pack=resolve_transfer_pack(args),
         )
 
 
@@ -216,8 +228,13 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
     """Build ``model`` from its work dir and print the comparison table; ``--json`` writes it with the
     tuning result (if any). Exit status 1 when TVM's output differs from the reference by more than
     ``--tolerance``."""
+    from tvm_transfer.cli.transfer import apply_pack_to_network, resolve_transfer_pack
     from tvm_transfer.tuning.compile import compile_network
 
+    pack = resolve_transfer_pack(args)
+    if pack is not None and tuning is None:  # tuning applied the pack already
+        target, layout_free = resolve_target(args), not args.no_layout_rewrite
+        apply_pack_to_network(pack, model, _network_work_dir(args), target, layout_free)
     result = compile_network(
         model,
         _network_work_dir(args),
@@ -288,6 +305,7 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="print where the tuning time went")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_target_arguments(parser)
+    add_transfer_arguments(parser)
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -381,7 +399,9 @@ def _add_tune_network_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--top-tasks", type=int, help="tune at most this many tasks (heaviest first)")
     parser.add_argument(
-        "--no-transfer", action="store_true", help="leave untuned tasks on TVM's default schedule"
+        "--no-schedule-transfer",
+        action="store_true",
+        help="leave the tasks a selection does not tune on TVM's default schedule",
     )
     parser.add_argument("--compile", action="store_true", help="then build the network and compare it")
     add_tuning_arguments(parser)

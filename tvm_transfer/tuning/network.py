@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
@@ -17,6 +18,7 @@ from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.flops import estimate_flops
+from tenset_tools.metaschedule import SIDECAR_FILE, task_id_of_mod, write_sidecar
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
 from tvm_transfer.runner import target_runner
@@ -24,6 +26,7 @@ from tvm_transfer.target import as_target
 from tvm_transfer.tuning.rounds import ROUNDS_FILE, RoundLog, read_rounds
 from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
 from tvm_transfer.tuning.session import (
+    ContextsTuning,
     Measurement,
     TuneOptions,
     best_seconds,
@@ -38,6 +41,10 @@ from tvm_transfer.tuning.session import (
     tune_contexts,
 )
 from tvm_transfer.tuning.task_selection import TaskSelection, TaskWork, plan_budget, task_work
+
+if TYPE_CHECKING:
+    from tvm_transfer.transfer.apply import AppliedTask
+    from tvm_transfer.transfer.pack import TransferPack
 
 #: One task of a result: (name, weight, FLOPs per call, best seconds, trials).
 TaskRow = tuple[str, float, float, float, int]
@@ -60,6 +67,8 @@ class NetworkTuneResult:
     selection: dict = field(default_factory=dict)
     # The round log of the work dir (tvm_transfer.tuning.rounds): per batch, every task's best so far.
     rounds: list[dict] = field(default_factory=list)
+    # Tasks whose schedule came from a transfer pack (measured on this target), with 0 trials.
+    from_pack: list[str] = field(default_factory=list)
 
     @property
     def weighted_latency(self) -> float:
@@ -91,6 +100,8 @@ class NetworkTuneResult:
             f"{self.name} on {self.target} with {self.cost_model}: weighted latency "
             f"{latency}, {self.new_trials} trials in {self.tuning_seconds:.1f} s"
         )
+        if self.from_pack:
+            lines.append(f"{len(self.from_pack)} task(s) applied from the transfer pack with 0 trials")
         return "\n".join(lines)
 
 
@@ -118,6 +129,7 @@ def tune_network(
     selection: TaskSelection | None = None,
     search_strategy: ms.search_strategy.SearchStrategy | None = None,
     layout_free: bool = True,
+    transfer_pack: TransferPack | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
@@ -140,7 +152,10 @@ def tune_network(
 
     After every measured batch the best latency of every task is appended to ``work_dir``'s round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
-    tuned and the estimated network latency."""
+    tuned and the estimated network latency.
+
+    With ``transfer_pack``, every task the pack holds measured on ``target``'s id gets the pack's best
+    record in ``work_dir`` first (:func:`tvm_transfer.transfer.apply.apply_pack`) and is not tuned."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
@@ -149,11 +164,19 @@ def tune_network(
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     work_dir = Path(work_dir)
     measure = measure or Measurement()
+    applied = _apply_pack(transfer_pack, name, extracted, work_dir, target)
     if selection is not None:
-        return _tune_selected(
-            name, extracted, work_dir, cost_model, target, options, selection, measure, strategy
+        result = _tune_selected(
+            name, extracted, work_dir, cost_model, target, options, selection, measure, strategy, set(applied)
         )
-    tunable = [i for i, task in enumerate(extracted) if not task.mod.attrs.get("tirx.is_scheduled", False)]
+        result.status = ["from-pack" if i in applied else s for i, s in enumerate(result.status)]
+        result.from_pack = [extracted[i].task_name for i in sorted(applied)]
+        return result
+    tunable = [
+        i
+        for i, task in enumerate(extracted)
+        if not task.mod.attrs.get("tirx.is_scheduled", False) and i not in applied
+    ]
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [extracted[i] for i in tunable], str(work_dir), strategy=strategy,
         num_threads=search_threads(options), seed=options.seed,
@@ -164,7 +187,12 @@ def tune_network(
     )
     try:
         batched = dataclasses.replace(options, trials_per_iter=_batch_size(options, log.trials, len(tunable)))
-        run = tune_contexts(list(contexts), list(weights), work_dir, cost_model, batched, logged)
+        # Every task applied from the pack: nothing to measure.
+        run = (
+            tune_contexts(list(contexts), list(weights), work_dir, cost_model, batched, logged)
+            if contexts
+            else ContextsTuning([], {}, 0.0, [])
+        )
     finally:
         if measure.progress_bar is None:
             bar.close()
@@ -178,6 +206,7 @@ def tune_network(
         tuning_seconds=run.seconds,
         profile=run.profile,
         rounds=read_rounds(work_dir),
+        from_pack=[extracted[i].task_name for i in sorted(applied)],
     )
 
 
@@ -188,6 +217,26 @@ def _batch_size(options: TuneOptions, done: int, tasks: int) -> int:
     than any tuned schedule by one or two orders of magnitude."""
     remaining = max(options.trials - done, 0)
     return max(1, min(options.trials_per_iter, remaining // max(tasks, 1)))
+
+
+def _apply_pack(
+    pack: TransferPack | None,
+    name: str,
+    extracted: list[ms.ExtractedTask],
+    work_dir: Path,
+    target: tvm.target.Target,
+) -> dict[int, AppliedTask]:
+    """Name the network's tasks in the work dir's sidecar (so the run can be packed later) and apply
+    ``pack`` to them: ``{task index: AppliedTask}``."""
+    if not (work_dir / SIDECAR_FILE).is_file():
+        work_dir.mkdir(parents=True, exist_ok=True)
+        tasks = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in extracted}
+        write_sidecar(work_dir, name, tasks)
+    if pack is None:
+        return {}
+    from tvm_transfer.transfer.apply import apply_pack, extracted_pairs
+
+    return apply_pack(pack, extracted_pairs(extracted), target, work_dir)
 
 
 def _round_log(
@@ -230,9 +279,11 @@ def _tune_selected(
     selection: TaskSelection,
     measure: Measurement,
     search_strategy: ms.search_strategy.SearchStrategy,
+    applied: set[int],
 ) -> NetworkTuneResult:
-    """:func:`tune_network` with a ``selection``: tune the planned tasks, then transfer schedules."""
-    works = task_work(extracted)
+    """:func:`tune_network` with a ``selection``: tune the planned tasks (not those in ``applied``, which
+    have a schedule from a transfer pack), then transfer schedules."""
+    works = [w for w in task_work(extracted) if w.index not in applied]
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     builder = measure.builder or PersistentBuilder()
     runner = measure.runner or target_runner(target)

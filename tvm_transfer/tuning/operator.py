@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
@@ -18,11 +19,15 @@ from tvm_transfer.tuning.session import (
     evolutionary_search,
     meta_schedule_log_level,
     open_database,
+    records_of,
     search_threads,
     skip_measured,
     tune_contexts,
 )
 from tvm_transfer.workloads import Workload
+
+if TYPE_CHECKING:
+    from tvm_transfer.transfer.pack import TransferPack
 
 
 @dataclass
@@ -41,6 +46,8 @@ class TuneResult:
     curve: list[float] = field(default_factory=list)
     profile: dict[str, float] = field(default_factory=dict)
     reference_seconds: float | None = None
+    # The transfer pack the schedule came from, with 0 trials (None: tuned here).
+    from_pack: str | None = None
 
     @property
     def gflops(self) -> float:
@@ -58,6 +65,8 @@ class TuneResult:
             ("throughput", f"{self.gflops:.1f} GFLOPS"),
             ("tuning time (this run)", f"{self.tuning_seconds:.1f} s"),
         ]
+        if self.from_pack:
+            rows.append(("schedule", f"from transfer pack {self.from_pack} (measured on this target)"))
         if self.reference_seconds:
             ref_gflops = self.flops / self.reference_seconds / 1e9
             rows.append(
@@ -78,17 +87,23 @@ def tune_workload(
     options: TuneOptions | None = None,
     reference: bool = True,
     search_strategy: ms.search_strategy.SearchStrategy | None = None,
+    transfer_pack: TransferPack | None = None,
 ) -> TuneResult:
     """Tune one operator with MetaSchedule and the given cost model (a name of ``COST_MODELS`` or an object).
 
     ``reference`` also times the same operator in PyTorch on this machine for comparison.
     ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
     ``tvm_transfer.search_strategy.copula.CopulaSearch``); either way a program already measured in
-    ``work_dir`` is not measured again.
+    ``work_dir`` is not measured again. When ``transfer_pack`` holds the operator measured on
+    ``target``'s id, its best record is committed to the work dir and nothing is measured.
     """
     options = options or TuneOptions()
     target = as_target(target)
     import_tensor_intrin_fast()  # TuneContext imports it, slowly unless done this way
+    if transfer_pack is not None:
+        applied = _from_pack(workload, Path(work_dir), cost_model, target, transfer_pack, reference)
+        if applied is not None:
+            return applied
     context = ms.TuneContext(
         mod=workload.ir_module(),
         target=target,
@@ -113,6 +128,36 @@ def tune_workload(
         curve=list(np.minimum.accumulate(run.latencies)) if run.latencies else [],
         profile=run.profile,
         reference_seconds=workload.reference_seconds() if reference else None,
+    )
+
+
+def _from_pack(
+    workload: Workload,
+    work_dir: Path,
+    cost_model: str | ms.CostModel,
+    target: tvm.target.Target,
+    pack: TransferPack,
+    reference: bool,
+) -> TuneResult | None:
+    """The result of applying ``pack``'s record of ``workload`` on ``target`` (0 trials); ``None`` when
+    the pack has none measured on this target."""
+    from tvm_transfer.transfer.apply import apply_pack
+
+    mod = workload.ir_module()
+    if not apply_pack(pack, [(workload.name, mod)], target, work_dir):
+        return None
+    records = records_of(open_database(work_dir), mod)
+    return TuneResult(
+        name=workload.name,
+        target=str(target),
+        cost_model=cost_model_name(cost_model),
+        flops=workload.flops,
+        trials=len(records),
+        new_trials=0,
+        best_seconds=best_seconds(records),
+        tuning_seconds=0.0,
+        reference_seconds=workload.reference_seconds() if reference else None,
+        from_pack=str(pack.path),
     )
 
 

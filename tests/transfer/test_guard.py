@@ -1,0 +1,96 @@
+"""The guard around a pretrained cost model, with real models on real measurements: a model that ranks a
+task's measurements keeps the search, one trained on inverted labels hands it to the online model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from tvm.s_tir import meta_schedule as ms
+
+from tenset_tools import SHIPPED_DATASET
+from tenset_tools.frame import group_keys, throughput_labels
+from tenset_tools.schema import add_normalised_throughput, read_dataset
+from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.transfer.guard import GuardedCostModel, pretrained_weight
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.session import TuneOptions, open_database
+
+
+def _fitted(frame: pd.DataFrame, inverted: bool):
+    """XGBoost fit on ``frame``; ``inverted``: the best records labelled worst and the reverse. Smaller
+    than the default booster (50 rounds of depth 6), so that a thousand records fit in seconds."""
+    model = make_cost_model("xgboost", seed=0, num_rounds=50, max_depth=6)
+    labels = throughput_labels(frame)
+    if inverted:
+        labels = np.where(labels > 0, 1.01 - labels, 0.0)
+    return model.fit_features(model.frame_features(frame), labels, group_keys(frame))
+
+
+def _misleading(corpus: pd.DataFrame):
+    """A real model fit on the shipped dataset and ``corpus`` with inverted labels."""
+    shipped = add_normalised_throughput(read_dataset(SHIPPED_DATASET))
+    return _fitted(pd.concat([shipped, add_normalised_throughput(corpus)], ignore_index=True), inverted=True)
+
+
+def _replay(guard: GuardedCostModel, work_dir, target) -> list[ms.TuneContext]:
+    """Feed a real run's measurements to ``guard``, one batch per task, as the task scheduler would."""
+    by_task: dict = {}
+    for record in open_database(work_dir).get_all_tuning_records():
+        by_task.setdefault(record.workload.mod, []).append(record)
+    contexts = []
+    for mod, records in by_task.items():
+        context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=1)
+        results = [ms.runner.RunnerResult(run_secs=list(r.run_secs), error_msg=None) for r in records]
+        guard.update(context, [r.as_measure_candidate() for r in records], results)
+        contexts.append((context, [r.as_measure_candidate() for r in records]))
+    return contexts
+
+
+def test_the_weight_is_a_clipped_linear_function_of_the_correlation():
+    assert pretrained_weight(0.2, 0.2, 0.3) == 0.0 and pretrained_weight(-0.9, 0.2, 0.3) == 0.0
+    assert pretrained_weight(0.35, 0.2, 0.3) == pytest.approx(0.5)
+    assert pretrained_weight(0.5, 0.2, 0.3) == 1.0 and pretrained_weight(0.9, 0.2, 0.3) == 1.0
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        GuardedCostModel(make_cost_model("xgboost"), margin=0.0)
+
+
+def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_mlp, target):
+    work_dir, _ = tuned_mlp
+    good = GuardedCostModel(pack.model())  # trained on these measurements: it ranks them
+    contexts = _replay(good, work_dir, target)
+    assert len(good.decisions_) == 3
+    assert all(d.correlation > 0.5 and d.weight == 1.0 for d in good.decisions_)
+
+    bad = GuardedCostModel(_misleading(pack.corpus()))
+    _replay(bad, work_dir, target)
+    assert all(d.correlation < 0.0 and d.weight == 0.0 for d in bad.decisions_)
+    # With no weight left, the online model alone ranks the candidates.
+    context, candidates = contexts[0]
+    assert np.array_equal(bad.predict(context, candidates), bad.online_.predict(context, candidates))
+
+
+@pytest.mark.slow
+def test_in_a_real_tuning_run_a_misleading_model_loses_its_weight_and_a_good_one_keeps_it(target, tmp_path):
+    # ~2 min on 2 cores: a 32-trial source run of mlp's largest layer, then two guarded 24-trial runs.
+    options = TuneOptions(trials=32, trials_per_iter=8, population_size=32, progress=False)
+    (task,) = [t for t in extract_network_tasks("mlp", target) if t.task_name == "fused_matmul_add_relu1"]
+    tune_network("mlp", tmp_path / "source", target=target, options=options, tasks=[task])
+    from tenset_tools.metaschedule import convert_databases
+
+    convert_databases([tmp_path / "source"], tmp_path / "source.parquet")
+    corpus = read_dataset(tmp_path / "source.parquet")
+    runs = {}
+    for name, model in (
+        ("good", _fitted(add_normalised_throughput(corpus), inverted=False)),
+        ("misleading", _misleading(corpus)),
+    ):
+        guard = GuardedCostModel(model)
+        options = replace(options, trials=24, seed=1)
+        tune_network("mlp", tmp_path / name, target=target, options=options, tasks=[task], cost_model=guard)
+        runs[name] = guard.decisions_
+    assert len(runs["good"]) == len(runs["misleading"]) == 3
+    assert runs["misleading"][-1].weight == 0.0 and runs["misleading"][-1].running < 0.2
+    assert runs["good"][-1].weight >= 0.5 and runs["good"][-1].running > 0.35

@@ -1,0 +1,232 @@
+"""The transfer pack: what it holds, what it refuses, the zero-trial exact match and the target-aware
+lookup, on a real tuning run of the mlp network."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+
+from tenset_tools import command
+from tenset_tools.metaschedule import RECORD_FILE
+from tenset_tools.schema import SCHEMA_VERSION, read_metadata
+from tvm_transfer.cli import build_parser, main
+from tvm_transfer.cli.pack import PACK
+from tvm_transfer.cli.transfer import resolve_transfer_pack
+from tvm_transfer.cost_model import load_cost_model
+from tvm_transfer.target import host_target, target_id
+from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.apply import APPLIED_FILE, applied_tasks, apply_pack, extracted_pairs
+from tvm_transfer.transfer.pack import (
+    FORMAT_VERSION,
+    MANIFEST_FILE,
+    TransferPack,
+    TransferPackError,
+)
+from tvm_transfer.tuning.compile import compile_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.session import open_database
+
+
+@pytest.fixture(scope="module")
+def mlp_tasks(target):
+    return extract_network_tasks("mlp", target)
+
+
+def _other_target(target):
+    """The host CPU with one core fewer or more: another target id, same machine."""
+    cores = int(target.attrs["num-cores"])
+    return host_target(num_cores=cores - 1 if cores > 1 else 2)
+
+
+def test_the_pack_holds_the_run_with_checksums(pack, tuned_mlp, target, run_options):
+    manifest = json.loads((pack.path / MANIFEST_FILE).read_text())
+    assert manifest["format_version"] == FORMAT_VERSION
+    assert manifest["targets"] == [target_id(target)] and manifest["networks"] == ["mlp"]
+    assert manifest["records"]["corpus"] == run_options.trials
+    assert set(manifest["parts"]) >= {"corpus.parquet", "models/xgboost.model", "schedules/index.jsonl"}
+    assert read_metadata(pack.path / "corpus.parquet")["schema_version"] == SCHEMA_VERSION
+    assert len(pack.corpus()) == run_options.trials
+    assert type(pack.model()).__name__ == "XGBoostCostModel"
+    assert type(load_cost_model(str(pack.path / "models/xgboost.model"))).__name__ == "XGBoostCostModel"
+    # Each task's fastest record first, with the latency the run measured.
+    _, result = tuned_mlp
+    schedules = pack.schedules()
+    for name, _, _, best, _ in result.tasks:
+        entries = [e for e in schedules.entries if name in e.tasks]
+        assert entries and min(entries, key=lambda e: e.rank).seconds == pytest.approx(best)
+        assert len(entries) <= 3
+
+
+def _copy(pack, tmp_path):
+    copy = tmp_path / "copy.pack"
+    shutil.copytree(pack.path, copy)
+    return copy
+
+
+def test_a_pack_of_another_format_version_is_refused(pack, tmp_path):
+    copy = _copy(pack, tmp_path)
+    manifest = json.loads((copy / MANIFEST_FILE).read_text())
+    manifest["format_version"] = FORMAT_VERSION + 1
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(TransferPackError, match=rf"format version {FORMAT_VERSION + 1}.*tenset-tools pack"):
+        TransferPack.open(copy)
+
+
+def test_a_changed_part_is_refused(pack, tmp_path):
+    copy = _copy(pack, tmp_path)
+    index = copy / "schedules" / "index.jsonl"
+    text = index.read_text()
+    index.write_text(text.replace('"rank":0', '"rank":1', 1))  # same size, other content
+    with pytest.raises(TransferPackError, match=r"part schedules/index.jsonl does not match its checksum"):
+        TransferPack.open(copy)
+
+
+def test_a_missing_part_is_refused_and_the_cli_says_what_to_do(pack, tmp_path, capsys):
+    copy = _copy(pack, tmp_path)
+    (copy / "models" / "xgboost.model").unlink()
+    with pytest.raises(TransferPackError, match=r"part models/xgboost.model is missing; rebuild it with"):
+        TransferPack.open(copy)
+    with pytest.raises(TransferPackError, match=r"not a transfer pack \(no such folder\)"):
+        TransferPack.open(tmp_path / "nowhere")
+    flags = ["compile", "mlp", "--transfer-pack", str(copy), "--work-dir", str(tmp_path / "w")]
+    with pytest.raises(SystemExit, match=r"^tvm-transfer compile: error: --transfer-pack: .* is missing; "):
+        main(flags)
+
+
+def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
+    pack, tuned_mlp, target, tmp_path, run_options
+):
+    _, source = tuned_mlp
+    work_dir = tmp_path / "again"
+    result = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    assert result.new_trials == 0
+    assert sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
+    # Each task's schedule carries the latency the pack measured: the source run's best.
+    assert [row[3] for row in result.tasks] == pytest.approx([row[3] for row in source.tasks])
+    applied = applied_tasks(work_dir)
+    assert {a.target_id for a in applied.values()} == {target_id(target)} and len(applied) == 3
+    compiled = compile_network("mlp", work_dir, target=target, runtimes=[], rounds=1)
+    assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
+    # Applying again adds nothing: one record per task.
+    again = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
+
+
+def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):
+    other = _other_target(target)
+    assert target_id(other) != target_id(target)
+    schedules = pack.schedules()
+    for task in mlp_tasks:
+        mod = task.dispatched[0]
+        assert schedules.exact(mod, other) == []
+        candidates = schedules.other_targets(mod, other)
+        assert candidates and {r.entry.target_id for r in candidates} == {target_id(target)}
+        assert {r.relation for r in candidates} == {"other-target"}
+        assert len(schedules.exact(mod, target)) >= 1 and schedules.other_targets(mod, target) == []
+    work_dir = tmp_path / "other"
+    assert apply_pack(pack, extracted_pairs(mlp_tasks), other, work_dir) == {}
+    assert not (work_dir / APPLIED_FILE).exists()
+    records = work_dir / RECORD_FILE
+    assert not records.exists() or records.read_text() == ""
+
+
+def test_similar_tasks_are_found_by_kind_and_structure(pack, mlp_tasks, target):
+    schedules = pack.schedules()
+    by_name = {t.task_name: t.dispatched[0] for t in mlp_tasks}
+    # The two matmul + bias + relu layers share their block structure; the last layer has no relu.
+    similar = schedules.similar(by_name["fused_matmul_add_relu1"], target)
+    assert similar and {r.relation for r in similar} == {"similar"}
+    assert {t for r in similar for t in r.entry.tasks} == {"fused_matmul1_add1_relu11"}
+    assert schedules.similar(by_name["fused_matmul2_add21"], target) == []
+
+
+def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsys):
+    work_dir, _ = tuned_mlp
+    parser = command.build_parser("tenset-tools", None, [PACK])
+    out = tmp_path / "mine.pack"
+    assert (
+        command.run(parser, ["pack", str(work_dir), "-o", str(out), "--model", "none", "--top-k", "1"]) == 0
+    )
+    first = TransferPack.open(out)
+    assert first.model_names == [] and first.manifest["records"]["schedules"] == 3
+    assert "| workloads | 3 |" in capsys.readouterr().out
+    assert command.run(parser, ["pack", str(work_dir), "-o", str(out), "--model", "none"]) == 0
+    assert TransferPack.open(out).manifest["records"]["schedules"] > 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.pack"]  # no temporary left behind
+    (tmp_path / "plain").mkdir()
+    errors = (OSError, ValueError)
+    assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "plain")], errors=errors) == 1
+    assert "is not a transfer pack; choose another -o" in capsys.readouterr().err
+
+
+def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack):
+    assert not (DEFAULT_PACK / MANIFEST_FILE).exists()  # until a corpus is collected and shipped
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("tvm_transfer.cli.transfer")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        args = build_parser().parse_args(["tune-network", "mlp"])
+        assert resolve_transfer_pack(args) is None and resolve_transfer_pack(args) is None
+        assert len(lines) == 1 and "no transfer pack is installed" in lines[0]
+        args = build_parser().parse_args(["tune", "matmul", "--transfer-pack", str(pack.path)])
+        assert resolve_transfer_pack(args).path == pack.path
+        assert resolve_transfer_pack(build_parser().parse_args(["compile", "mlp", "--no-transfer"])) is None
+        both = ["compile", "mlp", "--no-transfer", "--transfer-pack", str(pack.path)]
+        with pytest.raises(SystemExit, match="exclude each other"):
+            resolve_transfer_pack(build_parser().parse_args(both))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
+def test_the_operator_command_applies_a_packed_operator_with_zero_trials(target, tmp_path, capsys):
+    # A pack of one tuned operator: `tune` measured on this target, then `tune` again from the pack.
+    source = tmp_path / "mm"
+    flags = ["tune", "matmul", "--shape", "32,32,32", "--trials", "4", "--trials-per-iter", "4"]
+    flags += ["--population", "16", "--no-reference", "--quiet", "--no-transfer"]
+    assert main([*flags, "--work-dir", str(source)]) == 0
+    capsys.readouterr()
+    packed = TransferPack.open(
+        __import__("tvm_transfer.transfer.pack", fromlist=["build_pack"])
+        .build_pack([source], tmp_path / "mm.pack", models=())
+        .path
+    )
+    again = tmp_path / "again.json"
+    rest = [f for f in flags if f != "--no-transfer"]
+    assert (
+        main(
+            [
+                *rest,
+                "--work-dir",
+                str(tmp_path / "w"),
+                "--transfer-pack",
+                str(packed.path),
+                "--json",
+                str(again),
+            ]
+        )
+        == 0
+    )
+    report = json.loads(again.read_text())
+    assert report["new_trials"] == 0 and report["from_pack"] == str(packed.path)
+    assert np.isfinite(report["best_seconds"])
+    assert "from transfer pack" in capsys.readouterr().out
+
+
+def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_under_the_cost_model(pack):
+    from tvm_transfer.cli import _cost_model
+
+    args = build_parser().parse_args(["tune-network", "mlp", "--transfer-pack", str(pack.path)])
+    guarded = _cost_model(args)
+    assert type(guarded).__name__ == "GuardedCostModel"
+    assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
+    assert type(guarded.online_).__name__ == "XGBoostCostModel"  # --cost-model's default, learning online
+    assert _cost_model(build_parser().parse_args(["tune-network", "mlp", "--no-transfer"])) == "xgboost"

@@ -1,0 +1,87 @@
+"""``tenset-tools pack``: build a transfer pack from MetaSchedule work dirs (a ``tenset_tools.commands``
+entry-point plug-in: building one trains cost models, which live here, not in ``tenset_tools``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tenset_tools.command import Command
+
+__all__ = ["PACK"]
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "work_dirs",
+        nargs="+",
+        metavar="WORK_DIR",
+        help="MetaSchedule work dirs (tvm-transfer tune / tune-network / compile --work-dir, or a "
+        "`tenset-tools collect --work-dir`), or folders holding them",
+    )
+    parser.add_argument("-o", "--out", required=True, metavar="PACK", help="the pack folder to write")
+    parser.add_argument(
+        "--top-k", type=int, default=5, help="records kept per task and target in the schedule database"
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME_OR_FILE",
+        help="a cost model to train on the corpus (xgboost, lightgbm, mlp, bilstm, multilevel) or a saved "
+        "model file (.model) to include as it is; repeat for several, the first is the default; "
+        "`none` for no model (default: xgboost)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the trained models")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tenset_tools.cli import markdown_table
+    from tvm_transfer.cost_model import COST_MODELS
+    from tvm_transfer.transfer.pack import build_pack
+
+    chosen = args.model or ["xgboost"]
+    names, files = [], []
+    for item in chosen:
+        if item == "none":
+            continue
+        if item in COST_MODELS:
+            names.append(item)
+        elif Path(item).is_file():
+            files.append(item)
+        else:
+            raise ValueError(
+                f"--model {item!r} is neither a cost model name ({', '.join(COST_MODELS)}) nor a model file"
+            )
+    if args.top_k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
+    pack = build_pack(
+        args.work_dirs,
+        args.out,
+        top_k=args.top_k,
+        models=names,
+        model_files=files,
+        seed=args.seed,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    manifest = pack.manifest
+    rows = [
+        ("pack", pack.path),
+        ("targets", ", ".join(manifest["targets"])),
+        ("networks", ", ".join(manifest["networks"]) or "-"),
+        ("corpus records", manifest["records"]["corpus"]),
+        ("schedules (top-k per task and target)", manifest["records"]["schedules"]),
+        ("workloads", manifest["records"]["workloads"]),
+        ("models", ", ".join(manifest["models"]) or "-"),
+    ]
+    print(markdown_table(rows))
+    return 0
+
+
+PACK = Command(
+    "pack",
+    "build a transfer pack (corpus, cost models, best-schedule database) from MetaSchedule work dirs",
+    _add_arguments,
+    _run,
+)

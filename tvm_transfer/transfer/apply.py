@@ -1,0 +1,109 @@
+"""Applying a transfer pack to a run: tasks the pack holds measured schedules of, on the run's own target,
+go into the run's database with zero trials.
+
+For each task whose workload the pack's best-schedule database holds for the *same target id*
+(:meth:`~tvm_transfer.transfer.schedules.ScheduleDatabase.exact`), the fastest record is committed to the
+work dir's MetaSchedule database as a tuning record carrying the pack's measured latency, so that
+``compile`` builds it and tuning leaves the task out. Records measured on other targets are never
+committed. What was applied is written to the sidecar ``transfer_pack.json`` of the work dir (per task:
+workload hash, target id, latency, the pack it came from), which also makes applying idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
+
+from tenset_tools.atomic import atomic_write_text
+from tenset_tools.features import target_id
+from tvm_transfer.transfer.pack import TransferPack
+from tvm_transfer.tuning.session import open_database
+
+log = logging.getLogger(__name__)
+
+__all__ = ["APPLIED_FILE", "AppliedTask", "applied_tasks", "apply_pack"]
+
+#: The sidecar naming the tasks of a work dir whose record came from a transfer pack.
+APPLIED_FILE = "transfer_pack.json"
+
+
+@dataclass(frozen=True)
+class AppliedTask:
+    """A task whose schedule came from a pack: ``seconds`` is the latency the pack measured on
+    ``target_id`` (seconds), ``rank`` the record's rank among the pack's records of the task (0: fastest)."""
+
+    task: str
+    workload: str
+    target_id: str
+    seconds: float
+    rank: int
+    pack: str
+
+
+def applied_tasks(work_dir: str | os.PathLike) -> dict[str, AppliedTask]:
+    """``{workload hash: AppliedTask}`` of the work dir's sidecar (empty without one)."""
+    path = Path(work_dir) / APPLIED_FILE
+    if not path.is_file():
+        return {}
+    content = json.loads(path.read_text(encoding="utf-8"))
+    return {key: AppliedTask(**value) for key, value in content.get("tasks", {}).items()}
+
+
+def apply_pack(
+    pack: TransferPack,
+    tasks: Sequence[tuple[str, tvm.IRModule]],
+    target: tvm.target.Target,
+    work_dir: str | os.PathLike,
+) -> dict[int, AppliedTask]:
+    """Commit the pack's fastest same-target record of each of ``tasks`` (``(name, module)`` pairs) to
+    ``work_dir``'s database; returns ``{index in tasks: AppliedTask}`` for every task that has one there
+    now (applied by this call or an earlier one). A record whose trace does not replay on the task is
+    skipped with a warning (the next one is tried)."""
+    work_dir = Path(work_dir)
+    before = applied_tasks(work_dir)
+    database = None
+    schedules = pack.schedules()
+    tid = target_id(target)
+    result: dict[int, AppliedTask] = {}
+    added: dict[str, AppliedTask] = {}
+    for index, (name, mod) in enumerate(tasks):
+        key = shash2hex(mod)
+        done = before.get(key) or added.get(key)
+        if done is not None and done.target_id == tid:
+            result[index] = done
+            continue
+        for record in schedules.exact(mod, target):
+            database = database or open_database(work_dir)
+            try:
+                tuning_record = record.tuning_record(database.commit_workload(mod), target)
+            except ValueError as error:
+                log.warning("%s: pack record %d skipped: %s", name, record.entry.rank, error)
+                continue
+            database.commit_tuning_record(tuning_record)
+            applied = AppliedTask(name, key, tid, record.seconds, record.entry.rank, str(pack.path))
+            added[key] = result[index] = applied
+            break
+    if added:
+        content = {"tasks": {k: asdict(v) for k, v in {**before, **added}.items()}}
+        atomic_write_text(work_dir / APPLIED_FILE, json.dumps(content, indent=1, sort_keys=True))
+        log.info("%d task(s) applied from %s with 0 trials", len(added), pack.path)
+    return result
+
+
+def pack_seconds(applied: dict[int, AppliedTask]) -> float:
+    """Sum of the applied tasks' pack latencies, in seconds (``inf`` for none)."""
+    return sum(a.seconds for a in applied.values()) if applied else math.inf
+
+
+def extracted_pairs(extracted: Sequence[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:
+    """``(name, module)`` of MetaSchedule's extracted tasks, as :func:`apply_pack` takes them."""
+    return [(task.task_name, task.dispatched[0]) for task in extracted]

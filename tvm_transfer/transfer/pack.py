@@ -1,0 +1,302 @@
+"""The transfer pack: one versioned folder holding what tuning can transfer from.
+
+Layout (every part named, sized and checksummed in the manifest):
+
+``manifest.json``
+    ``format`` (``"tvm-transfer-pack"``), ``format_version`` (:data:`FORMAT_VERSION`), ``tvm_version`` and
+    ``package_commit`` of the tools that built it, ``created`` (UTC, ISO 8601), ``targets`` (target ids),
+    ``networks``, ``records`` (``corpus``: dataset rows, ``schedules``: kept records, ``workloads``:
+    distinct workloads), ``models`` (name -> part path; ``default_model`` names the one tuning uses) and
+    ``parts`` (path -> ``{"sha256", "bytes"}``).
+``corpus.parquet``
+    the measured corpus, a dataset of :mod:`tenset_tools.schema`.
+``models/NAME.model``
+    cost models trained on the corpus, saved by the package's own ``save`` (versioned zip archives of
+    plain arrays and the boosters' own formats).
+``schedules/``
+    the best-schedule database (:mod:`tvm_transfer.transfer.schedules`).
+
+:meth:`TransferPack.open` verifies the format version and every part's size and SHA-256 before anything
+is read, and refuses a pack with a :class:`TransferPackError` whose message says what to do. Nothing in a
+pack is unpickled. :func:`build_pack` writes a new pack into a temporary folder beside the target and
+renames it into place only when it is complete, so a failed build never leaves half a pack.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tvm
+
+from tenset_tools.atomic import atomic_write_text
+from tvm_transfer.transfer.schedules import ScheduleDatabase
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MANIFEST_FILE",
+    "TransferPack",
+    "TransferPackError",
+    "build_pack",
+]
+
+FORMAT_NAME = "tvm-transfer-pack"
+#: Version of the pack layout; bump it when a part's layout changes.
+FORMAT_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+CORPUS_FILE = "corpus.parquet"
+SCHEDULES_DIR = "schedules"
+MODELS_DIR = "models"
+
+_REBUILD = (
+    "rebuild it with `tenset-tools pack WORK_DIR... -o PACK`, or reinstall tvm-transfer for the default pack"
+)
+
+
+class TransferPackError(ValueError):
+    """A transfer pack cannot be used: missing, another format version, a part missing or changed."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _parts(root: Path) -> dict[str, dict]:
+    """``{relative path: {"sha256", "bytes"}}`` of every file under ``root`` except the manifest."""
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
+    return {p.relative_to(root).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files}
+
+
+def package_commit() -> str | None:
+    """The git commit of the tvm-transfer sources in use (``None`` outside a git checkout)."""
+    source = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@dataclass
+class TransferPack:
+    """An opened, verified transfer pack (use :meth:`open`)."""
+
+    path: Path
+    manifest: dict
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> TransferPack:
+        """Open the pack at ``path`` after checking its manifest, format version and the size and SHA-256
+        of every part. Raises :class:`TransferPackError` (one line saying what to do) otherwise."""
+        root = Path(path)
+        manifest_path = root / MANIFEST_FILE
+        if not manifest_path.is_file():
+            what = "no such folder" if not root.exists() else f"no {MANIFEST_FILE}"
+            raise TransferPackError(f"{root}: not a transfer pack ({what}); {_REBUILD}")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise TransferPackError(f"{manifest_path}: unreadable manifest ({error}); {_REBUILD}") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+            raise TransferPackError(f"{manifest_path}: not a {FORMAT_NAME} manifest; {_REBUILD}")
+        version = manifest.get("format_version")
+        if version != FORMAT_VERSION:
+            raise TransferPackError(
+                f"{root}: pack format version {version}, this tvm-transfer reads version {FORMAT_VERSION}; "
+                f"{_REBUILD}"
+            )
+        parts = manifest.get("parts")
+        if not isinstance(parts, dict) or CORPUS_FILE not in parts:
+            raise TransferPackError(f"{manifest_path}: the manifest lists no parts; {_REBUILD}")
+        for name, part in sorted(parts.items()):
+            file = root / name
+            if ".." in Path(name).parts or Path(name).is_absolute():
+                raise TransferPackError(f"{manifest_path}: part {name!r} lies outside the pack; {_REBUILD}")
+            if not file.is_file():
+                raise TransferPackError(f"{root}: part {name} is missing; {_REBUILD}")
+            if file.stat().st_size != part.get("bytes") or _sha256(file) != part.get("sha256"):
+                raise TransferPackError(
+                    f"{root}: part {name} does not match its checksum (changed or truncated); {_REBUILD}"
+                )
+        if manifest.get("tvm_version") != tvm.__version__:
+            log.warning(
+                "transfer pack %s was built with TVM %s, this is TVM %s: schedules that no longer replay are "
+                "skipped",
+                root,
+                manifest.get("tvm_version"),
+                tvm.__version__,
+            )
+        return cls(root, manifest)
+
+    # ---- parts -----------------------------------------------------------------------------------------
+    @property
+    def targets(self) -> list[str]:
+        """Target ids the pack holds measurements of."""
+        return list(self.manifest.get("targets", []))
+
+    @property
+    def model_names(self) -> list[str]:
+        """Names of the pack's cost models."""
+        return list(self.manifest.get("models", {}))
+
+    def corpus(self, columns: Iterable[str] | None = None):
+        """The corpus as a dataset frame (:func:`tenset_tools.schema.read_dataset`)."""
+        from tenset_tools.schema import read_dataset
+
+        return read_dataset(self.path / CORPUS_FILE, columns)
+
+    def schedules(self) -> ScheduleDatabase:
+        """The best-schedule database (read once, then cached)."""
+        if not hasattr(self, "_schedules"):
+            try:
+                self._schedules = ScheduleDatabase.read(self.path / SCHEDULES_DIR)
+            except (OSError, ValueError) as error:
+                raise TransferPackError(
+                    f"{self.path}: unreadable schedule database ({error}); {_REBUILD}"
+                ) from None
+        return self._schedules
+
+    def model(self, name: str | None = None):
+        """A fresh copy of cost model ``name`` (default: the manifest's ``default_model``), loaded from its
+        archive; ``None`` when the pack has no model."""
+        from tvm_transfer.cost_model import CostModelFileError, load_cost_model
+
+        models = self.manifest.get("models", {})
+        name = name or self.manifest.get("default_model")
+        if name is None:
+            return None
+        if name not in models:
+            raise TransferPackError(
+                f"{self.path}: no model {name!r}; the pack has {sorted(models) or 'none'}"
+            )
+        try:
+            return load_cost_model(str(self.path / models[name]))
+        except CostModelFileError as error:
+            raise TransferPackError(f"{self.path}: model {name!r} unreadable ({error}); {_REBUILD}") from None
+
+    def describe(self) -> str:
+        """One line: path, version, targets, networks and record counts."""
+        records = self.manifest.get("records", {})
+        return (
+            f"transfer pack {self.path} (format {FORMAT_VERSION}): {records.get('schedules', 0)} schedules "
+            f"of {records.get('workloads', 0)} workloads on {', '.join(self.targets) or 'no target'}; "
+            f"{records.get('corpus', 0)} corpus records; models: {', '.join(self.model_names) or 'none'}"
+        )
+
+
+def build_pack(
+    work_dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    top_k: int = 5,
+    models: Sequence[str] = ("xgboost",),
+    model_files: Sequence[str | os.PathLike] = (),
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> TransferPack:
+    """Build a pack at ``out`` from the MetaSchedule work dirs at or under ``work_dirs``.
+
+    The corpus is every record of them (:func:`tenset_tools.metaschedule.convert_databases`); the schedule
+    database keeps the ``top_k`` fastest records of every workload on every target; ``models`` names cost
+    models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
+    ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
+    default. ``out`` must not exist or be an earlier pack (replaced only once the new one is complete).
+    ``progress`` receives one line per step.
+    """
+    from tenset_tools.metaschedule import convert_databases, databases_under
+    from tenset_tools.schema import add_normalised_throughput, read_dataset
+    from tvm_transfer.cost_model import load_cost_model, saved_model_class
+    from tvm_transfer.cost_model.training import train_model
+
+    say = progress or (lambda _line: None)
+    out = Path(out)
+    if out.exists() and not (out / MANIFEST_FILE).is_file():
+        raise FileExistsError(f"{out} exists and is not a transfer pack; choose another -o")
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {out}: directory {out.parent} does not exist")
+    sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
+    temporary = out.parent / f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    temporary.mkdir()
+    try:
+        say(f"corpus: converting {len(sources)} work dir(s)")
+        stats = convert_databases(sources, temporary / CORPUS_FILE)
+        say(f"corpus: {stats.records} records")
+        schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k)
+        say(f"schedules: {len(schedules.entries)} records of {schedules.workload_count} workloads")
+        (temporary / MODELS_DIR).mkdir()
+        names: dict[str, str] = {}
+        if models:
+            frame = add_normalised_throughput(read_dataset(temporary / CORPUS_FILE))
+            for name in models:
+                say(f"model {name}: training on {len(frame)} records")
+                part = f"{MODELS_DIR}/{name}.model"
+                train_model(frame, name, seed=seed).save(str(temporary / part))
+                names[name] = part
+        for file in model_files:
+            file = Path(file)
+            load_cost_model(file)  # refuse a file that is not a readable saved model before packing it
+            name = file.stem
+            if name in names:
+                raise ValueError(f"--model {file}: a model named {name!r} is already in the pack")
+            part = f"{MODELS_DIR}/{name}.model"
+            shutil.copyfile(file, temporary / part)
+            names[name] = part
+            say(f"model {name}: {saved_model_class(file)} from {file}")
+        manifest = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "tvm_version": tvm.__version__,
+            "package_commit": package_commit(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "targets": schedules.targets,
+            "networks": schedules.networks,
+            "records": {
+                "corpus": stats.records,
+                "schedules": len(schedules.entries),
+                "workloads": schedules.workload_count,
+            },
+            "top_k": top_k,
+            "models": names,
+            "default_model": next(iter(names), None),
+            "sources": [str(s) for s in sources],
+            "parts": _parts(temporary),
+        }
+        atomic_write_text(temporary / MANIFEST_FILE, json.dumps(manifest, indent=1))
+        _replace_folder(temporary, out)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return TransferPack.open(out)
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    """Put the folder ``new`` at ``out``; an earlier pack there is moved aside first and removed after."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = out.parent / f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.old"
+    os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

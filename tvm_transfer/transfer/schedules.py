@@ -1,0 +1,386 @@
+"""The best-schedule database of a transfer pack: the top records of every task on every target, keyed by
+(workload structural hash, target id).
+
+MetaSchedule's own database ignores the target: a record measured on one CPU is handed out for any other.
+Here the target is part of the key, and the lookups say what a record may be used for:
+
+* :meth:`ScheduleDatabase.exact` returns only records measured on the *same* target id as the task's
+  target (``llvm/MCPU/CORES``, :func:`tenset_tools.features.target_id`): those may be applied as final;
+* :meth:`ScheduleDatabase.other_targets` returns the same workload's records measured elsewhere: candidates
+  to measure, never final;
+* :meth:`ScheduleDatabase.similar` returns the best records of similar tasks (same op kind and block
+  structure, nearest shapes first) for seeding a search.
+
+On disk (a folder, ``schedules/`` of a pack), in MetaSchedule's own JSON formats (nothing is unpickled):
+
+``index.jsonl``
+    one line per kept record: ``workload`` (structural hash, 16 hex digits), ``target_id``, ``rank`` (0 is
+    the task's fastest on that target), ``seconds`` (mean measured latency), ``run_secs``, ``op_kind``,
+    ``flops`` (per call), ``args`` (``[dtype, shape]`` of every argument), ``signature`` (the top-level
+    blocks as ``[name, iteration kinds]``), ``networks`` and ``tasks`` (the names it was tuned under),
+    ``dir`` (the target's folder) and ``line`` (0-based line of the record in that folder's record file).
+``<target folder>/database_workload.json`` and ``database_tuning_record.json``
+    a MetaSchedule ``JSONDatabase`` per target holding exactly the kept records, so a pack's schedules
+    also serve as ``--seed-from`` sources.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
+
+from tenset_tools.ansor.records import LoadStats
+from tenset_tools.atomic import atomic_write_text
+from tenset_tools.features import target_id
+from tenset_tools.flops import estimate_flops
+from tenset_tools.metaschedule import (
+    RECORD_FILE,
+    SIDECAR_FILE,
+    WORKLOAD_FILE,
+    databases_under,
+    iter_database_records,
+    mean_run_seconds,
+    op_kind_of,
+)
+from tvm_transfer.tuning.schedule_transfer import block_signature
+
+__all__ = ["INDEX_FILE", "PackRecord", "ScheduleDatabase", "ScheduleEntry", "target_folder"]
+
+INDEX_FILE = "index.jsonl"
+
+
+def target_folder(tid: str) -> str:
+    """The folder name of a target id's records (``llvm/znver4/2`` -> ``llvm-znver4-2``)."""
+    return "".join(c if c.isalnum() or c in "._" else "-" for c in tid)
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    """One kept record, as indexed (see the module docstring for the fields; ``seconds`` in seconds)."""
+
+    workload: str
+    target_id: str
+    rank: int
+    seconds: float
+    run_secs: tuple[float, ...]
+    op_kind: str
+    flops: float
+    args: tuple
+    signature: tuple
+    networks: tuple[str, ...]
+    tasks: tuple[str, ...]
+    dir: str
+    line: int
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> ScheduleEntry:
+        """Parse an index line; a missing or mistyped field raises ``ValueError`` naming it and ``where``."""
+        try:
+            entry = cls(
+                workload=str(data["workload"]),
+                target_id=str(data["target_id"]),
+                rank=int(data["rank"]),
+                seconds=float(data["seconds"]),
+                run_secs=tuple(float(s) for s in data["run_secs"]),
+                op_kind=str(data["op_kind"]),
+                flops=float(data["flops"]),
+                args=_frozen(data["args"]),
+                signature=_frozen(data["signature"]),
+                networks=tuple(str(n) for n in data["networks"]),
+                tasks=tuple(str(t) for t in data["tasks"]),
+                dir=str(data["dir"]),
+                line=int(data["line"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(
+                f"{where}: not a schedule index entry ({type(error).__name__}: {error})"
+            ) from None
+        if not (math.isfinite(entry.seconds) and entry.seconds > 0):
+            raise ValueError(f"{where}: seconds must be a positive latency, got {entry.seconds}")
+        if os.sep in entry.dir or entry.dir.startswith("."):
+            raise ValueError(f"{where}: dir {entry.dir!r} is not a folder name of the database")
+        return entry
+
+
+def _frozen(value):
+    """Lists (from JSON) as tuples, recursively, so entries hash and compare by value."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass(frozen=True)
+class PackRecord:
+    """A record found by a lookup: its index ``entry`` and how it relates to the task looked up
+    (``"exact"``: same workload and target; ``"other-target"``: same workload, measured on another target;
+    ``"similar"``: another workload of the same kind and block structure)."""
+
+    entry: ScheduleEntry
+    relation: str
+    record_json: tuple
+    workload_json: tuple
+
+    @property
+    def seconds(self) -> float:
+        """Mean measured latency on the entry's target, in seconds."""
+        return self.entry.seconds
+
+    def tuning_record(
+        self, workload: ms.database.Workload, target: tvm.target.Target | None = None
+    ) -> ms.database.TuningRecord:
+        """The record as a MetaSchedule ``TuningRecord`` of ``workload`` (a workload of the same module, e.g.
+        committed to the caller's database), on ``target`` (default: the target it was measured on). Raises
+        ``ValueError`` when its trace does not replay on the workload's module."""
+        try:
+            record = ms.database.TuningRecord.from_json(list(self.record_json), workload)
+        except Exception as error:  # TVM raises its own error types for a trace that does not apply
+            raise ValueError(
+                f"the pack's trace does not replay ({str(error).splitlines()[0][:200]})"
+            ) from None
+        return ms.database.TuningRecord(
+            trace=record.trace,
+            workload=workload,
+            run_secs=list(self.entry.run_secs),
+            target=target if target is not None else record.target,
+            args_info=record.args_info,
+        )
+
+    def source_workload(self) -> ms.database.Workload:
+        """The workload the record was measured on (its own module: for a similar task, not the caller's)."""
+        return ms.database.Workload.from_json(list(self.workload_json))
+
+
+class ScheduleDatabase:
+    """The best-schedule database under ``root`` (see the module docstring). Read with :meth:`read`,
+    written with :meth:`build`."""
+
+    def __init__(self, root: str | os.PathLike, entries: Sequence[ScheduleEntry]) -> None:
+        self.root = Path(root)
+        self.entries = list(entries)
+        self._by_workload: dict[str, list[ScheduleEntry]] = {}
+        for entry in self.entries:
+            self._by_workload.setdefault(entry.workload, []).append(entry)
+        self._lines: dict[tuple[str, str], list[str]] = {}
+
+    # ---- reading ---------------------------------------------------------------------------------------
+    @classmethod
+    def read(cls, root: str | os.PathLike) -> ScheduleDatabase:
+        """Read the index under ``root``; raises ``ValueError`` naming the first bad line."""
+        root = Path(root)
+        path = root / INDEX_FILE
+        entries = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} line {number}: not JSON ({error})") from None
+            entries.append(ScheduleEntry.from_json(data, f"{path} line {number}"))
+        return cls(root, entries)
+
+    @property
+    def targets(self) -> list[str]:
+        """The target ids with records, sorted."""
+        return sorted({e.target_id for e in self.entries})
+
+    @property
+    def networks(self) -> list[str]:
+        """The networks the records were tuned for (as their work dirs' sidecars name them), sorted."""
+        return sorted({n for e in self.entries for n in e.networks})
+
+    @property
+    def workload_count(self) -> int:
+        """Number of distinct workloads."""
+        return len(self._by_workload)
+
+    def target_dirs(self, tid: str | None = None) -> list[Path]:
+        """The per-target MetaSchedule databases (every target's, or only ``tid``'s): ``--seed-from``
+        sources."""
+        folders = sorted({e.dir for e in self.entries if tid is None or e.target_id == tid})
+        return [self.root / folder for folder in folders]
+
+    def _line(self, folder: str, name: str, index: int) -> tuple:
+        key = (folder, name)
+        if key not in self._lines:
+            self._lines[key] = (self.root / folder / name).read_text(encoding="utf-8").splitlines()
+        lines = self._lines[key]
+        if not 0 <= index < len(lines):
+            raise ValueError(f"{self.root / folder / name} has no line {index + 1}; rebuild the pack")
+        return _frozen(json.loads(lines[index]))
+
+    def _record(self, entry: ScheduleEntry, relation: str) -> PackRecord:
+        workload_index, record_json = self._line(entry.dir, RECORD_FILE, entry.line)
+        return PackRecord(entry, relation, record_json, self._line(entry.dir, WORKLOAD_FILE, workload_index))
+
+    # ---- lookups ---------------------------------------------------------------------------------------
+    def _same_workload(self, mod: tvm.IRModule) -> list[ScheduleEntry]:
+        entries = self._by_workload.get(shash2hex(mod), [])
+        if not entries:
+            return []
+        # The structural hash is the key; structural equality (as MetaSchedule checks) confirms it.
+        first = self._record(entries[0], "exact").source_workload()
+        return entries if tvm_ffi.structural_equal(first.mod, mod) else []
+
+    def exact(self, mod: tvm.IRModule, target: tvm.target.Target) -> list[PackRecord]:
+        """The records of ``mod``'s workload measured on ``target``'s target id, fastest first: the only ones
+        that may be applied as final."""
+        tid = target_id(target)
+        found = [e for e in self._same_workload(mod) if e.target_id == tid]
+        return [self._record(e, "exact") for e in sorted(found, key=lambda e: e.seconds)]
+
+    def other_targets(self, mod: tvm.IRModule, target: tvm.target.Target) -> list[PackRecord]:
+        """The records of ``mod``'s workload measured on other target ids (by target, fastest first):
+        candidates to measure on ``target``, never final."""
+        tid = target_id(target)
+        found = [e for e in self._same_workload(mod) if e.target_id != tid]
+        found.sort(key=lambda e: (e.target_id, e.seconds))
+        return [self._record(e, "other-target") for e in found]
+
+    def similar(self, mod: tvm.IRModule, target: tvm.target.Target, limit: int = 8) -> list[PackRecord]:
+        """At most ``limit`` records of *other* workloads with ``mod``'s op kind and block structure, for
+        seeding: nearest shapes first (distance in log FLOPs, then in log argument sizes), records measured
+        on ``target``'s id before those of other targets, each task's fastest first."""
+        own = shash2hex(mod)
+        kind, signature = op_kind_of(mod), _frozen(block_signature(mod))
+        tid = target_id(target)
+        flops = estimate_flops(mod)
+        sizes = _arg_sizes(mod)
+        found = [
+            e for e in self.entries if e.workload != own and e.op_kind == kind and e.signature == signature
+        ]
+
+        def distance(entry: ScheduleEntry) -> tuple:
+            shape = sum(abs(math.log(a / b)) for a, b in zip(_entry_sizes(entry), sizes, strict=False))
+            return (_log_distance(entry.flops, flops), shape, entry.target_id != tid, entry.rank)
+
+        found.sort(key=distance)
+        return [self._record(e, "similar") for e in found[:limit]]
+
+    # ---- writing ---------------------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls, work_dirs: Iterable[str | os.PathLike], root: str | os.PathLike, top_k: int = 5
+    ) -> ScheduleDatabase:
+        """Keep the ``top_k`` fastest valid records of every (workload, target id) found in the MetaSchedule
+        work dirs at or under ``work_dirs`` and write them under ``root`` (a new folder). Returns the
+        database. Raises ``FileNotFoundError`` for a path without a database and ``ValueError`` for a bad
+        ``top_k``."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        root = Path(root)
+        groups: dict[tuple[str, str], _Group] = {}
+        stats = LoadStats()
+        for work_dir in databases_under(list(work_dirs)):
+            network, names = _sidecar(work_dir)
+            # Records are kept as their database lines: TVM's Python ``as_json`` cannot write every trace
+            # (an index map of a layout rewrite), while the lines MetaSchedule wrote are exact.
+            workload_lines = (work_dir / WORKLOAD_FILE).read_text(encoding="utf-8").splitlines()
+            record_lines = (work_dir / RECORD_FILE).read_text(encoding="utf-8").splitlines()
+            for task, record, _trace, line_no in iter_database_records(work_dir, stats):
+                seconds = mean_run_seconds(record.run_secs)
+                if not math.isfinite(seconds):
+                    continue
+                index, entry = json.loads(record_lines[line_no - 1])
+                key = (shash2hex(task.workload.mod), target_id(record.target))
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = _Group(
+                        workload_lines[index], task.workload, task.op_kind, task.flops
+                    )
+                group.add(seconds, record, entry, network, names.get(task.task_id))
+        entries: list[ScheduleEntry] = []
+        files: dict[str, tuple[list[str], list[str]]] = {}
+        for (workload_hash, tid), group in sorted(groups.items()):
+            folder = target_folder(tid)
+            workloads, records = files.setdefault(folder, ([], []))
+            workloads.append(group.workload_line.strip())
+            signature = _frozen(block_signature(group.workload.mod))
+            args = [[str(a.dtype), [int(d) for d in a.shape]] for a in group.kept(1)[0][1].args_info]
+            for rank, (seconds, record, entry) in enumerate(group.kept(top_k)):
+                entries.append(
+                    ScheduleEntry(
+                        workload=workload_hash,
+                        target_id=tid,
+                        rank=rank,
+                        seconds=seconds,
+                        run_secs=tuple(float(s) for s in record.run_secs),
+                        op_kind=group.op_kind,
+                        flops=group.flops,
+                        args=_frozen(args),
+                        signature=signature,
+                        networks=tuple(sorted(group.networks)),
+                        tasks=tuple(sorted(group.names)),
+                        dir=folder,
+                        line=len(records),
+                    )
+                )
+                records.append(json.dumps([len(workloads) - 1, entry], separators=(",", ":")))
+        root.mkdir(parents=True)
+        for folder, (workloads, records) in files.items():
+            (root / folder).mkdir()
+            atomic_write_text(root / folder / WORKLOAD_FILE, "".join(w + "\n" for w in workloads))
+            atomic_write_text(root / folder / RECORD_FILE, "".join(r + "\n" for r in records))
+        index = "".join(json.dumps(e.as_json(), separators=(",", ":")) + "\n" for e in entries)
+        atomic_write_text(root / INDEX_FILE, index)
+        return cls(root, entries)
+
+
+class _Group:
+    """The valid records of one (workload, target id) while building."""
+
+    def __init__(
+        self, workload_line: str, workload: ms.database.Workload, op_kind: str, flops: float
+    ) -> None:
+        self.workload_line, self.workload, self.op_kind, self.flops = workload_line, workload, op_kind, flops
+        self.records: list[tuple[float, ms.database.TuningRecord, list]] = []
+        self.networks: set[str] = set()
+        self.names: set[str] = set()
+
+    def add(self, seconds: float, record, entry: list, network: str | None, name: str | None) -> None:
+        self.records.append((seconds, record, entry))
+        if network:
+            self.networks.add(network)
+        if name:
+            self.names.add(name)
+
+    def kept(self, top_k: int) -> list[tuple[float, ms.database.TuningRecord, list]]:
+        # Identical traces measured twice (a resumed run, two work dirs) count once, at their faster time.
+        unique: dict[str, tuple[float, ms.database.TuningRecord, list]] = {}
+        for seconds, record, entry in sorted(self.records, key=lambda item: item[0]):
+            unique.setdefault(json.dumps(entry[0]), (seconds, record, entry))
+        return list(unique.values())[:top_k]
+
+
+def _sidecar(work_dir: Path) -> tuple[str | None, dict[str, str]]:
+    """The network a work dir's sidecar names and ``{task id: task name}``."""
+    path = work_dir / SIDECAR_FILE
+    if not path.is_file():
+        return None, {}
+    content = json.loads(path.read_text())
+    return content.get("network"), {tid: t.get("name") for tid, t in content.get("tasks", {}).items()}
+
+
+def _log_distance(a: float, b: float) -> float:
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    return abs(math.log(max(a, 1.0) / max(b, 1.0)))
+
+
+def _arg_sizes(mod: tvm.IRModule) -> list[float]:
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    return [float(max(math.prod(int(d) for d in a.shape), 1)) for a in args]
+
+
+def _entry_sizes(entry: ScheduleEntry) -> list[float]:
+    return [float(max(math.prod(shape), 1)) for _dtype, shape in entry.args]
