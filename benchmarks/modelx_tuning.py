@@ -35,7 +35,7 @@ defaults because it is refitted after every batch), ``target-only`` = ``TargetOn
 the adaptation rows and the run's own), ``zero-shot`` = ``ZeroShot`` (the source model through the
 by-name mapping; with no shared name it is one constant, so the search is unguided).
 
-Usage: ``python -m benchmarks.modelx_tuning [--quick] [--seeds 0 1 2] [--cpu-seeds 0 1 2]
+Usage: ``python -m benchmarks.modelx_tuning [--quick] [--seeds 0 1 2 3 4] [--cpu-seeds 0 1 2]
 [--skip-cpu]``. Writes ``benchmarks/results/modelx/modelx_tuning[_quick].{json,md}``.
 """
 
@@ -316,9 +316,9 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, one layer, one CPU task of 16 trials")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="VTA seeds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="VTA seeds")
     parser.add_argument("--cpu-seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--cpu-trials", type=int, default=48)
+    parser.add_argument("--cpu-trials", type=int, default=64)
     parser.add_argument("--fraction", type=float, default=0.05, help="adaptation share of the target pool")
     parser.add_argument("--skip-cpu", action="store_true")
     parser.add_argument("--skip-vta", action="store_true")
