@@ -36,7 +36,10 @@ the adaptation rows and the run's own), ``zero-shot`` = ``ZeroShot`` (the source
 by-name mapping; with no shared name it is one constant, so the search is unguided).
 
 Usage: ``python -m benchmarks.modelx_tuning [--quick] [--seeds 0 1 2 3 4] [--cpu-seeds 0 1 2]
-[--skip-cpu]``. Writes ``benchmarks/results/modelx/modelx_tuning[_quick].{json,md}``.
+[--skip-cpu] [--report-name NAME]``. Writes ``benchmarks/results/modelx/modelx_tuning[_quick].{json,md}``
+(``NAME`` instead of ``modelx_tuning``). The replication on other seeds::
+
+    python -m benchmarks.modelx_tuning --skip-cpu --seeds 5 6 7 8 9 --report-name modelx_tuning_seeds5-9
 """
 
 from __future__ import annotations
@@ -322,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=0.05, help="adaptation share of the target pool")
     parser.add_argument("--skip-cpu", action="store_true")
     parser.add_argument("--skip-vta", action="store_true")
+    parser.add_argument("--report-name", default="modelx_tuning", help="results/modelx/<name>.{json,md}")
     args = parser.parse_args(argv)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     seeds = args.seeds[:1] if args.quick else args.seeds
@@ -345,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = CPU_TASKS[:1] if args.quick else CPU_TASKS
         report["cpu"] = run_cpu(cpu_seeds, args.fraction, cpu_trials, tasks)
     report["seconds"] = time.perf_counter() - started
-    write_report("modelx", "modelx_tuning", report, markdown(report), quick=args.quick)
+    write_report("modelx", args.report_name, report, markdown(report), quick=args.quick)
     return 0
 
 
