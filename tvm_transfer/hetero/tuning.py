@@ -64,7 +64,9 @@ def _prior_rows(prior: tuple[Any, Any] | None, who: str) -> tuple[pd.DataFrame |
     if prior is None:
         return None, None
     if not (isinstance(prior, tuple | list) and len(prior) == 2):
-        raise TunerInputError(f"{who}: prior must be a pair (X, y) of target rows and labels, got {prior!r}")
+        raise TunerInputError(
+            f"{who}: prior must be a pair (X, y) of target rows and labels, got a {type(prior).__name__}"
+        )
     matrix, names = named_matrix(prior[0], who)
     labels = target_vector(prior[1], matrix.shape[0], who)
     return pd.DataFrame(matrix, columns=names), labels
