@@ -9,7 +9,10 @@ to a target whose features differ in names and count.
   source/target pair in the source model's latent space;
 - :func:`feature_view` / :func:`labelled_rows`: named feature spaces of a dataset; :func:`scores`: error
   and ranking metrics on held-out records;
-- :func:`load_model`: any saved model of this package (source or adapted).
+- :func:`load_model`: any saved model of this package (source or adapted);
+- :mod:`tvm_transfer.hetero.tuning` (imported on its own, it loads MetaSchedule): any of these estimators
+  as the cost model of a tuning run, a VTA knob tuner (``ModelKnobTuner``) or a MetaSchedule cost model
+  (``HeteroCostModel``).
 """
 
 from __future__ import annotations
