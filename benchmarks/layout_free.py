@@ -30,19 +30,20 @@ COST_MODEL = "tvm-xgb"
 def _measure(network: str, budget: int, work_root: Path, target, rounds: int) -> dict:
     model = load_model(network)
     calls, estimates = {}, {}
-    for layout_free in (True, False):
-        label = "layout-free" if layout_free else "fixed layout"
-        work_dir = work_root / f"{model_slug(network)}-{'free' if layout_free else 'fixed'}"
-        tuned = tune_network(
-            model, work_dir, cost_model=COST_MODEL, target=target,
-            options=TuneOptions(trials=budget), layout_free=layout_free,
-        )  # fmt: skip
-        estimates[label] = tuned.weighted_latency * 1e3
-        executable = build_network(relax_module(model), open_database(work_dir), target, layout_free)
-        vm = relax.VirtualMachine(executable, tvm.cpu())
-        arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-        calls[label] = lambda vm=vm, arguments=arguments: vm["main"](*arguments)
+    # Building runs TVM code (the weight pre-packing): size the thread pool before the first build.
     with tvm_threads(int(target.attrs["num-cores"])):
+        for layout_free in (True, False):
+            label = "layout-free" if layout_free else "fixed layout"
+            work_dir = work_root / f"{model_slug(network)}-{'free' if layout_free else 'fixed'}"
+            tuned = tune_network(
+                model, work_dir, cost_model=COST_MODEL, target=target,
+                options=TuneOptions(trials=budget), layout_free=layout_free,
+            )  # fmt: skip
+            estimates[label] = tuned.weighted_latency * 1e3
+            executable = build_network(relax_module(model), open_database(work_dir), target, layout_free)
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+            calls[label] = lambda vm=vm, arguments=arguments: vm["main"](*arguments)
         seconds = time_interleaved(calls, rounds, 0.3)
     return {
         "network": network,

@@ -9,18 +9,11 @@ stopped; the table says which budgets each network reached. The work dirs also k
 every task's best latency, from which the plot's estimated curve is drawn.
 
     nice -n 19 python -m benchmarks.networks > work/bench_networks.log 2>&1 &   # resumable
-    python -m benchmarks.networks --quick       # resnet_block, budgets 0 and 32, one round
+    python -m benchmarks.networks --quick       # resnet_block, budgets 0 and 32, two rounds
     python -m benchmarks.networks --report-only # re-draw the table and plot from the saved points
 """
 
 from __future__ import annotations
-
-import os
-
-# No runtime spins, as under the tvm-transfer command (tvm_transfer/cli/__init__.py, docs/runtimes.md):
-# this machine is shared while the study runs. Set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 
 import argparse
 import json
@@ -132,7 +125,7 @@ def _markdown(report: dict) -> str:
         lines.append(
             f"| {p['network']} | {p['budget']} | {p['trials']} | {p['tune_seconds']:.0f} | "
             + " | ".join(cells)
-            + f" | {error:.2g} |"
+            + (f" | {error:.2g} |" if error is not None else " | n/a |")
         )
     return "\n".join(lines) + "\n"
 
