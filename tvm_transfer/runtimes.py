@@ -216,11 +216,14 @@ def compare_runtimes(
                 "onnxruntime": lambda: _onnxruntime(model, stack),
             }[key]
             run(RUNTIMES[key], setup, measure_setup=True)
+        # The reference is PyTorch eager's output even when eager is not among the timed runtimes; when
+        # eager cannot run the model (an ONNX file), ONNX Runtime's, timed or not.
         if model.torch_module is not None and RUNTIMES["eager"] not in results:
-            # The reference is PyTorch eager's output even when eager is not among the timed runtimes;
-            # when eager cannot run the model, ONNX Runtime's output is the reference.
             with contextlib.suppress(Exception):
                 outputs[RUNTIMES["eager"]] = _as_arrays(_eager(model)())
+        if RUNTIMES["eager"] not in outputs and RUNTIMES["onnxruntime"] not in results:
+            with contextlib.suppress(Exception):
+                outputs[RUNTIMES["onnxruntime"]] = _as_arrays(_onnxruntime(model, stack)())
         reference = next((n for n in (RUNTIMES["eager"], RUNTIMES["onnxruntime"]) if n in outputs), None)
         for name in timed:
             if reference is not None:

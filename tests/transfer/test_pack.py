@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 
 import numpy as np
 import pytest
 
 from tenset_tools import command
+from tenset_tools.command import UsageError
 from tenset_tools.metaschedule import RECORD_FILE
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
 from tvm_transfer.cli import build_parser, main
@@ -93,8 +95,10 @@ def test_a_missing_part_is_refused_and_the_cli_says_what_to_do(pack, tmp_path, c
     with pytest.raises(TransferPackError, match=r"not a transfer pack \(no such folder\)"):
         TransferPack.open(tmp_path / "nowhere")
     flags = ["compile", "mlp", "--transfer-pack", str(copy), "--work-dir", str(tmp_path / "w")]
-    with pytest.raises(SystemExit, match=r"^tvm-transfer compile: error: --transfer-pack: .* is missing; "):
-        main(flags)
+    assert main(flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.match(r"^tvm-transfer compile: error: --transfer-pack: .* is missing; ", err)
+    assert len(err.splitlines()) == 1
 
 
 def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
@@ -180,7 +184,7 @@ def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pac
         assert resolve_transfer_pack(args).path == pack.path
         assert resolve_transfer_pack(build_parser().parse_args(["compile", "mlp", "--no-transfer"])) is None
         both = ["compile", "mlp", "--no-transfer", "--transfer-pack", str(pack.path)]
-        with pytest.raises(SystemExit, match="exclude each other"):
+        with pytest.raises(UsageError, match="exclude each other"):
             resolve_transfer_pack(build_parser().parse_args(both))
     finally:
         logger.removeHandler(handler)

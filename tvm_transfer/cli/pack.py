@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tenset_tools.command import Command
+from tenset_tools.command import Command, UsageError, bounded_int
 
 __all__ = ["PACK"]
 
@@ -21,7 +21,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--out", required=True, metavar="PACK", help="the pack folder to write")
     parser.add_argument(
-        "--top-k", type=int, default=5, help="records kept per task and target in the schedule database"
+        "--top-k",
+        type=bounded_int(1),
+        default=5,
+        help="records kept per task and target in the schedule database",
     )
     parser.add_argument(
         "--model",
@@ -51,11 +54,9 @@ def _run(args: argparse.Namespace) -> int:
         elif Path(item).is_file():
             files.append(item)
         else:
-            raise ValueError(
+            raise UsageError(
                 f"--model {item!r} is neither a cost model name ({', '.join(COST_MODELS)}) nor a model file"
             )
-    if args.top_k < 1:
-        raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
     pack = build_pack(
         args.work_dirs,
         args.out,

@@ -12,10 +12,13 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tenset_tools.command import UsageError
+
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
     from tvm.target import Target
 
+    from tvm_transfer.networks import LoadedModel
     from tvm_transfer.transfer.pack import TransferPack
 
 log = logging.getLogger(__name__)
@@ -45,26 +48,24 @@ def add_transfer_arguments(parser: argparse.ArgumentParser) -> None:
 def resolve_transfer_pack(args: argparse.Namespace) -> TransferPack | None:
     """The pack the options select, opened and verified once per command: ``--transfer-pack``, else the
     default pack when installed; ``None`` with ``--no-transfer`` or when no default pack is installed (one
-    info line says so). A pack that fails verification ends the command with its one-line reason."""
+    info line says so). A pack that fails verification is a :class:`~tenset_tools.command.UsageError`
+    naming the option and the reason."""
     if hasattr(args, _RESOLVED):
         return getattr(args, _RESOLVED)
     from tvm_transfer.transfer import DEFAULT_PACK
     from tvm_transfer.transfer.pack import MANIFEST_FILE, TransferPack, TransferPackError
 
-    command = getattr(args, "command", "tune")
     pack = None
     if getattr(args, "no_transfer", False):
         if getattr(args, "transfer_pack", None):
-            raise SystemExit(
-                f"tvm-transfer {command}: error: --transfer-pack and --no-transfer exclude each other"
-            )
+            raise UsageError("--transfer-pack and --no-transfer exclude each other")
     elif getattr(args, "transfer_pack", None) or (Path(DEFAULT_PACK) / MANIFEST_FILE).is_file():
         path = args.transfer_pack or DEFAULT_PACK
         flag = "--transfer-pack" if args.transfer_pack else "default transfer pack"
         try:
             pack = TransferPack.open(path)
         except TransferPackError as error:
-            raise SystemExit(f"tvm-transfer {command}: error: {flag}: {error}") from None
+            raise UsageError(f"{flag}: {error}") from None
         log.info("using %s", pack.describe())
     else:
         log.info(
@@ -75,7 +76,9 @@ def resolve_transfer_pack(args: argparse.Namespace) -> TransferPack | None:
     return pack
 
 
-def transfer_cost_model(pack: TransferPack | None, cost_model: str | ms.CostModel, seed: int = 0):
+def transfer_cost_model(
+    pack: TransferPack | None, cost_model: str | ms.CostModel, seed: int = 0
+) -> str | ms.CostModel:
     """The cost model of a run with ``pack``: its default pretrained model under a
     :class:`~tvm_transfer.transfer.guard.GuardedCostModel` whose online model is ``cost_model`` (a name or
     a model); ``cost_model`` itself without a pack or when the pack has no model."""
@@ -88,12 +91,20 @@ def transfer_cost_model(pack: TransferPack | None, cost_model: str | ms.CostMode
 
 
 def apply_pack_to_network(
-    pack: TransferPack, model, work_dir: Path, target: Target, layout_free: bool = True
+    pack: TransferPack,
+    model: str | LoadedModel,
+    work_dir: Path,
+    target: Target,
+    layout_free: bool = True,
+    wait: bool = False,
 ) -> int:
-    """Apply ``pack`` to ``model``'s tasks (extracted as ``compile`` looks them up) in ``work_dir``; returns
-    the number of tasks that have a schedule from the pack there."""
+    """Apply ``pack`` to ``model``'s tasks (extracted as ``compile`` looks them up) in ``work_dir``, holding
+    its lock (``wait``: queue behind another run); returns the number of tasks that have a schedule from
+    the pack there."""
     from tvm_transfer.transfer.apply import apply_pack, extracted_pairs
     from tvm_transfer.tuning.network import extract_network_tasks
+    from tvm_transfer.tuning.workdir import work_dir_lock
 
     tasks = extract_network_tasks(model, target, layout_free)
-    return len(apply_pack(pack, extracted_pairs(tasks), target, work_dir))
+    with work_dir_lock(work_dir, wait=wait):
+        return len(apply_pack(pack, extracted_pairs(tasks), target, work_dir))

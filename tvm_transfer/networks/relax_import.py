@@ -51,7 +51,10 @@ def _from_onnx(model: LoadedModel) -> tvm.IRModule:
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
-    proto = onnx.load(str(model.onnx_path))
+    try:
+        proto = onnx.load(str(model.onnx_path))  # with its external data, if any
+    except Exception as error:
+        raise ModelSourceError(model.name, f"cannot load the ONNX model: {one_line(error)}") from error
     weights = {init.name for init in proto.graph.initializer}
     names = [value.name for value in proto.graph.input if value.name not in weights]
     try:
@@ -71,9 +74,8 @@ def fusion_passes(target: tvm.target.Target, layout_free: bool = True) -> list[t
     """Dispatch, legalise and fuse as TVM's CPU pipeline does: the functions tasks are extracted from and
     schedules are looked up for at compile time. With ``layout_free`` the fused functions' weights are
     marked layout-free."""
-    passes = _cpu_pipeline(target).library_dispatch_passes(target) + _cpu_pipeline(target).legalize_passes(
-        target
-    )
+    pipeline = _cpu_pipeline(target)
+    passes = pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target)
     return [*passes, relax.transform.AttachAttrLayoutFreeBuffers()] if layout_free else passes
 
 

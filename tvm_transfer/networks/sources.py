@@ -14,11 +14,12 @@ initialised, several of them output almost exactly zero, which would make any nu
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,12 +179,10 @@ def _onnx_input_shape(name: str, value, override: Sequence[int] | None) -> tuple
 
 def _factory(name: str) -> LoadedModel:
     module_name, _, attribute = name.partition(":")
-    # Console scripts do not put the working directory on sys.path; `python -m` does. A user's factory
-    # module next to them should be found either way.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        factory = getattr(importlib.import_module(module_name), attribute)
+        with _working_directory_importable():
+            module = importlib.import_module(module_name)
+        factory = getattr(module, attribute)
     except ImportError as error:
         raise ModelSourceError(name, f"cannot import module {module_name!r} ({error})") from error
     except AttributeError:
@@ -193,6 +192,20 @@ def _factory(name: str) -> LoadedModel:
     except Exception as error:
         raise ModelSourceError(name, f"the factory failed: {one_line(error)}") from error
     return _factory_result(name, made)
+
+
+@contextlib.contextmanager
+def _working_directory_importable() -> Iterator[None]:
+    """Console scripts do not put the working directory on ``sys.path`` (``python -m`` does): a user's
+    factory module next to them is found either way, and ``sys.path`` is left as it was."""
+    added = os.getcwd() not in sys.path
+    if added:
+        sys.path.insert(0, os.getcwd())
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
 
 
 def _factory_result(name: str, made: object) -> LoadedModel:

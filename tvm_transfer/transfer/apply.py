@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -97,11 +96,6 @@ def apply_pack(
         atomic_write_text(work_dir / APPLIED_FILE, json.dumps(content, indent=1, sort_keys=True))
         log.info("%d task(s) applied from %s with 0 trials", len(added), pack.path)
     return result
-
-
-def pack_seconds(applied: dict[int, AppliedTask]) -> float:
-    """Sum of the applied tasks' pack latencies, in seconds (``inf`` for none)."""
-    return sum(a.seconds for a in applied.values()) if applied else math.inf
 
 
 def extracted_pairs(extracted: Sequence[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:

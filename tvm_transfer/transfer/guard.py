@@ -6,8 +6,9 @@ that bet on every measured batch. Before a batch is measured the search chose it
 after it is measured, :meth:`GuardedCostModel.update` asks the pretrained model for its predictions of the
 batch (the model changes only in ``update``, so these are the predictions it made when the batch was
 chosen) and computes their Spearman rank correlation with the measured throughputs (1 / latency; failed
-candidates count as 0). The task's running correlation is the batch-size-weighted mean over its first
-``window`` batches with a defined correlation; from it the weight of the pretrained model is
+candidates count as 0). The task's running correlation is one Spearman correlation over the pooled
+(prediction, throughput) pairs of its first ``window`` batches; from it the weight of the pretrained
+model is
 
     w = clip((rho - threshold) / margin, 0, 1)
 
@@ -23,7 +24,7 @@ leaves the pretrained one as it is). Every decision is kept in :attr:`GuardedCos
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata, spearmanr
@@ -59,9 +60,6 @@ class GuardDecision:
     correlation: float
     running: float
     weight: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @derived_object

@@ -204,12 +204,6 @@ class ScheduleDatabase:
         """Number of distinct workloads."""
         return len(self._by_workload)
 
-    def target_dirs(self, tid: str | None = None) -> list[Path]:
-        """The per-target MetaSchedule databases (every target's, or only ``tid``'s): ``--seed-from``
-        sources."""
-        folders = sorted({e.dir for e in self.entries if tid is None or e.target_id == tid})
-        return [self.root / folder for folder in folders]
-
     def _line(self, folder: str, name: str, index: int) -> tuple:
         key = (folder, name)
         if key not in self._lines:

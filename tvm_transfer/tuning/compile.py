@@ -58,10 +58,10 @@ class CompileResult:
         return self.results[0]
 
     @property
-    def max_abs_error(self) -> float:
-        """TVM's largest absolute difference from the reference output (``inf`` when TVM failed)."""
-        error = self.tvm.max_abs_error
-        return float("inf") if error is None else error
+    def max_abs_error(self) -> float | None:
+        """TVM's largest absolute difference from the reference output: ``inf`` when TVM failed, ``None``
+        when there was nothing to compare with (no PyTorch module and no ONNX Runtime)."""
+        return self.tvm.max_abs_error if self.tvm.ok else float("inf")
 
     def table(self) -> str:
         """A plain-text table: per runtime its latency, its time relative to TVM's, and its error."""

@@ -142,7 +142,8 @@ def tune_network(
     each for a budget proportional to its weight x FLOPs (records already in ``work_dir`` count against
     each task's share), with one cost model shared by all tasks; the other tasks then get schedules
     transferred from similar tuned tasks, and the result's ``status`` says per task ``tuned``,
-    ``transferred-from-<task>`` or ``default``. ``None`` keeps the gradient scheduler over all tasks.
+    ``transferred-from-<task>``, ``from-pack`` or ``default``. ``None`` keeps the gradient scheduler over
+    all tasks.
     ``search_strategy`` replaces the default evolutionary search; every task tunes its own clone (e.g. a
     :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
     source tasks).
@@ -213,8 +214,8 @@ def tune_network(
 def _batch_size(options: TuneOptions, done: int, tasks: int) -> int:
     """Candidates per batch: ``options.trials_per_iter``, or fewer when the trials still to measure would
     not give every task a batch. MetaSchedule's gradient scheduler first visits each task once, in order,
-    measuring a whole batch; a task it never reaches keeps TVM's unscheduled lowering, which is slower
-    than any tuned schedule by one or two orders of magnitude."""
+    measuring a whole batch; a task it never reaches keeps TVM's unscheduled lowering, far slower than
+    any tuned schedule (docs/models.md)."""
     remaining = max(options.trials - done, 0)
     return max(1, min(options.trials_per_iter, remaining // max(tasks, 1)))
 
