@@ -22,7 +22,14 @@ __all__ = ["fused_for_extraction", "fusion_passes", "lowering_passes", "prepack_
 def relax_module(model: LoadedModel) -> tvm.IRModule:
     """``model`` in Relax with its weights bound as constants and batch-norm in inference form.
 
-    Raises :class:`ModelSourceError` when ``torch.export`` or TVM's frontend cannot import it."""
+    Imported once per loaded model (kept in ``model.relax``). Raises :class:`ModelSourceError` when
+    ``torch.export`` or TVM's frontend cannot import it."""
+    if model.relax is None:
+        model.relax = _import(model)
+    return model.relax
+
+
+def _import(model: LoadedModel) -> tvm.IRModule:
     mod = _from_onnx(model) if model.onnx_path is not None else _from_torch(model)
     # Batch-norm in inference form, then the bindings tidied; both before legalisation so that task
     # extraction and compilation (which legalises and fuses on its own) see the same fused functions.

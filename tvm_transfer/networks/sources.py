@@ -20,11 +20,12 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+import tvm
 from torch import nn
 
 from tvm_transfer.common.errors import one_line
@@ -53,6 +54,9 @@ class LoadedModel:
     inputs: list[np.ndarray]
     torch_module: nn.Module | None = None
     onnx_path: Path | None = None
+    # Its Relax module once imported (tvm_transfer.networks.relax_import.relax_module): import is the slow
+    # step (torch.export or the ONNX frontend), and IRModules are immutable, so one import serves all.
+    relax: tvm.IRModule | None = field(default=None, repr=False, compare=False)
 
 
 def load_model(name: str, input_shape: Sequence[int] | None = None, seed: int = 0) -> LoadedModel:
