@@ -146,7 +146,7 @@ def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul
         "transferred",
         "fused_matmul_add1",
         "transferred-from-fused_matmul_add1",
-    )
+    ), moved
     assert moved.valid >= 1 and moved.seconds < moved.default_seconds
     assert (kept.status, kept.candidates) == ("default", 0) and "block structure" in kept.reason
     # The committed record is what compilation will find for the task.

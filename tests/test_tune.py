@@ -29,11 +29,13 @@ def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
     assert len(first.curve) == 8 and first.curve[-1] == pytest.approx(first.best_seconds, rel=1e-6)
 
     second = tune_workload(matmul, tmp_path, target=target, options=small_options, reference=False)
-    assert (second.new_trials, second.trials) == (8, 16)  # only the missing trials are run
+    # Only the missing trials are run; a batch from which programs measured before were dropped counts
+    # short, so MetaSchedule may ask for one more batch.
+    assert second.trials == 8 + second.new_trials and 8 <= second.new_trials < 16
     assert second.best_seconds <= first.best_seconds
 
     third = tune_workload(matmul, tmp_path, target=target, options=small_options, reference=False)
-    assert (third.new_trials, third.trials) == (0, 16)
+    assert (third.new_trials, third.trials) == (0, second.trials)
 
     schedule = best_schedule(matmul, tmp_path, target)
     inputs = matmul.random_inputs(seed=7)
