@@ -31,7 +31,6 @@ from tenset_tools.frame import normalised_throughput
 from tvm_transfer.cost_model.base import LearnedCostModel
 from tvm_transfer.hetero.inputs import named_matrix, target_vector
 from tvm_transfer.hetero.views import TRACE_VIEW_NAMES, pooled_trace
-from tvm_transfer.vta.ml2tuner.annealing import anneal, memoize
 from tvm_transfer.vta.ml2tuner.base import KnobTuner
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.runs import TunerInputError
@@ -145,18 +144,7 @@ class ModelKnobTuner(KnobTuner):
         def score(points: np.ndarray) -> np.ndarray:
             return np.asarray(self.model.predict(self.features(self.measurer, points)), dtype=np.float64)
 
-        n_random = int(self.rng.binomial(n, self.epsilon))
-        best = anneal(
-            self.measurer.radices,
-            memoize(score),
-            n - n_random,
-            visited,
-            self.rng,
-            self._starts(),
-            self.sa_parallel,
-            self.sa_steps,
-        )
-        self._profile(best + self._random_unvisited(n - len(best), visited | set(best)), round_)
+        self._profile(self._annealed_picks(score, n, self.epsilon, visited), round_)
 
 
 @derived_object

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tvm_transfer.vta.ml2tuner.annealing import anneal, memoize
 from tvm_transfer.vta.ml2tuner.measurer import VtaMeasurer
 from tvm_transfer.vta.ml2tuner.runs import Event, TunerInputError, TuneRun, workload_spec
 
@@ -98,6 +99,24 @@ class KnobTuner:
             if i not in exclude and i not in picks:
                 picks.append(i)
         return picks
+
+    def _annealed_picks(
+        self, score: Callable[[np.ndarray], np.ndarray], n: int, epsilon: float, visited: set[int]
+    ) -> list[int]:
+        """An epsilon-greedy batch of ``n`` configurations: simulated annealing under ``score`` (higher is
+        better) proposes the best unvisited ones, a binomial(``n``, ``epsilon``) share is random."""
+        n_random = int(self.rng.binomial(n, epsilon))
+        best = anneal(
+            self.measurer.radices,
+            memoize(score),
+            n - n_random,
+            visited,
+            self.rng,
+            self._starts(),
+            self.sa_parallel,
+            self.sa_steps,
+        )
+        return best + self._random_unvisited(n - len(best), visited | set(best))
 
     def _starts(self) -> list[int]:
         """Annealing starts: the best profiled configurations (AutoTVM restarts from its best points)."""

@@ -11,7 +11,6 @@ import numpy as np
 
 from tenset_tools.frame import normalised_throughput
 from tvm_transfer.common.estimators import PerformanceModel
-from tvm_transfer.vta.ml2tuner.annealing import anneal, memoize
 from tvm_transfer.vta.ml2tuner.base import KnobTuner
 from vta_ext.features import KNOB_NAMES, VISIBLE_FEATURE_NAMES
 
@@ -62,16 +61,5 @@ class BaselineTuner(KnobTuner):
         def score(points: np.ndarray) -> np.ndarray:
             return model.predict(self.measurer.visible(points)[:, _KNOB_COLUMNS])
 
-        n_random = int(self.rng.binomial(n, self.epsilon))
-        best = anneal(
-            self.measurer.radices,
-            memoize(score),
-            n - n_random,
-            visited,
-            self.rng,
-            self._starts(),
-            self.sa_parallel,
-            self.sa_steps,
-        )
-        picks = best + self._random_unvisited(n - len(best), visited | set(best))
+        picks = self._annealed_picks(score, n, self.epsilon, visited)
         self._profile(picks, round_)
