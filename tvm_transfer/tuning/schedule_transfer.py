@@ -115,19 +115,26 @@ def _measure(
     runner: ms.runner.Runner,
     target: tvm.target.Target,
     mods: Sequence[tvm.IRModule],
-    args_info: Sequence[ms.arg_info.ArgInfo],
 ) -> tuple[list[float], list[tvm.runtime.Module | None]]:
-    """Build ``mods`` with ``builder`` and time them once with ``runner``: (seconds, loaded modules) per
-    module; ``inf``/``None`` for a failed build or run."""
+    """Build ``mods`` with ``builder`` and time them once with ``runner``: (seconds, runnable modules) per
+    module; ``inf``/``None`` for a failed build or run.
+
+    The builder drops a schedule's weight-layout rewrite (measured programs read pre-packed weights, as
+    they will after compile-time pre-packing), so each is timed with its own argument shapes; the module
+    returned for the numeric check is built with the rewrite kept, so it reads weights as the task does."""
     built = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
     ok = [i for i, b in enumerate(built) if b.error_msg is None]
-    inputs = [ms.runner.RunnerInput(built[i].artifact_path, "cpu", args_info) for i in ok]
+    inputs = [
+        ms.runner.RunnerInput(built[i].artifact_path, "cpu", ms.arg_info.ArgInfo.from_entry_func(mods[i]))
+        for i in ok
+    ]
     futures = runner.run(inputs) if inputs else []
     seconds = [float("inf")] * len(mods)
     loaded: list[tvm.runtime.Module | None] = [None] * len(mods)
     for i, future in zip(ok, futures, strict=True):
         seconds[i] = runner_seconds(future.result())
-        loaded[i] = tvm.runtime.load_module(built[i].artifact_path)
+        if np.isfinite(seconds[i]):
+            loaded[i] = tvm.compile(mods[i], target=target)
     return seconds, loaded
 
 
@@ -239,7 +246,7 @@ def _transfer_one(
         outcome.reason = f"no trace replayed validly ({failures[0] if failures else 'no records'})"
         return outcome
     args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-    seconds, loaded = _measure(builder, runner, target, [mod] + [s.mod for _, s, _ in replayed], args_info)
+    seconds, loaded = _measure(builder, runner, target, [mod] + [s.mod for _, s, _ in replayed])
     outcome.default_seconds = seconds[0]
     arrays = _random_args(args_info, seed)
     expected = _run(loaded[0]["main"], arrays) if loaded[0] is not None else None
