@@ -164,12 +164,12 @@ def test_network_tuned_with_selection_and_transfer_matches_pytorch(target, small
     )
     status = dict(zip([t[0] for t in result.tasks], result.status, strict=True))
     assert status == {
-        "fused_matmul2_add2": "default",  # no ReLU: another block structure
-        "fused_matmul1_add1_relu1": "transferred-from-fused_matmul_add_relu",
-        "fused_matmul_add_relu": "tuned",
+        "fused_matmul2_add21": "default",  # no ReLU: another block structure
+        "fused_matmul1_add1_relu11": "transferred-from-fused_matmul_add_relu1",
+        "fused_matmul_add_relu1": "tuned",
     }
-    assert result.new_trials == 8 and result.selection["budgets"] == {"fused_matmul_add_relu": 8}
-    assert "transferred-from-fused_matmul_add_relu" in result.table()
+    assert result.new_trials == 8 and result.selection["budgets"] == {"fused_matmul_add_relu1": 8}
+    assert "transferred-from-fused_matmul_add_relu1" in result.table()
     compiled = compile_network("mlp", tmp_path, target=target, runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4 and compiled.tvm.seconds > 0
 
