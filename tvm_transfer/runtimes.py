@@ -32,6 +32,7 @@ __all__ = [
     "RUNTIMES",
     "ComparedModel",
     "RuntimeResult",
+    "as_arrays",
     "compare_runtimes",
     "export_onnx",
     "format_results",
@@ -195,7 +196,7 @@ def compare_runtimes(
             start = time.perf_counter()
             try:
                 fn = setup()
-                first = _as_arrays(fn())
+                first = as_arrays(fn())
             except _NotAvailable as reason:
                 results[name] = RuntimeResult(name, None, f"not available: {reason}")
                 return
@@ -220,10 +221,10 @@ def compare_runtimes(
         # eager cannot run the model (an ONNX file), ONNX Runtime's, timed or not.
         if model.torch_module is not None and RUNTIMES["eager"] not in results:
             with contextlib.suppress(Exception):
-                outputs[RUNTIMES["eager"]] = _as_arrays(_eager(model)())
+                outputs[RUNTIMES["eager"]] = as_arrays(_eager(model)())
         if RUNTIMES["eager"] not in outputs and RUNTIMES["onnxruntime"] not in results:
             with contextlib.suppress(Exception):
-                outputs[RUNTIMES["onnxruntime"]] = _as_arrays(_onnxruntime(model, stack)())
+                outputs[RUNTIMES["onnxruntime"]] = as_arrays(_onnxruntime(model, stack)())
         reference = next((n for n in (RUNTIMES["eager"], RUNTIMES["onnxruntime"]) if n in outputs), None)
         for name in timed:
             if reference is not None:
@@ -468,14 +469,14 @@ def _onnxruntime(model: ComparedModel, stack: contextlib.ExitStack) -> Callable[
     return lambda: session.run(None, feed)
 
 
-def _as_arrays(outputs: Any) -> list[np.ndarray]:
+def as_arrays(outputs: Any) -> list[np.ndarray]:
     """The leaves of a (nested) model output as numpy arrays, in order."""
     if isinstance(outputs, np.ndarray):
         return [outputs]
-    if isinstance(outputs, list | tuple):
-        return [a for item in outputs for a in _as_arrays(item)]
+    if isinstance(outputs, Sequence) and not isinstance(outputs, str):  # lists, tuples, TVM's Array
+        return [a for item in outputs for a in as_arrays(item)]
     if isinstance(outputs, dict):
-        return [a for item in outputs.values() for a in _as_arrays(item)]
+        return [a for item in outputs.values() for a in as_arrays(item)]
     if hasattr(outputs, "detach") and hasattr(outputs, "numpy"):  # a torch.Tensor
         tensor = outputs.detach().cpu()
         if not tensor.dtype.is_floating_point or tensor.dtype.itemsize >= 4:

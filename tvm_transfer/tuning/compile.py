@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
@@ -28,6 +27,7 @@ from tvm_transfer.runtimes import (
     RUNTIMES,
     ComparedModel,
     RuntimeResult,
+    as_arrays,
     compare_runtimes,
     format_results,
     tvm_threads,
@@ -121,7 +121,7 @@ def compile_network(
         arguments = [tvm.runtime.tensor(x) for x in model.inputs]
         results = compare_runtimes(
             ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
-            {"TVM": lambda: _numpy_outputs(vm["main"](*arguments))},
+            {"TVM": lambda: as_arrays(vm["main"](*arguments))},
             runtimes=runtimes,
             rounds=rounds,
         )
@@ -143,10 +143,3 @@ def _tuned_tasks(
     tasks = ms.relax_integration.extract_tasks(fused_for_extraction(mod, target, layout_free), target)
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
     return found, len(tasks)
-
-
-def _numpy_outputs(output: object) -> list[np.ndarray]:
-    """The VM's output (a tensor or a nested tuple of them) as a flat list of arrays."""
-    if isinstance(output, tvm.ir.Array | list | tuple):
-        return [array for item in output for array in _numpy_outputs(item)]
-    return [output.numpy()]
