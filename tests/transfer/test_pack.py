@@ -15,18 +15,19 @@ from tenset_tools import command
 from tenset_tools.command import UsageError
 from tenset_tools.metaschedule import RECORD_FILE
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
+from tvm_transfer import transfer
 from tvm_transfer.cli import build_parser, main
 from tvm_transfer.cli.pack import PACK
 from tvm_transfer.cli.transfer import resolve_transfer_pack
 from tvm_transfer.cost_model import load_cost_model
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.apply import APPLIED_FILE, applied_tasks, apply_pack, extracted_pairs
 from tvm_transfer.transfer.pack import (
     FORMAT_VERSION,
     MANIFEST_FILE,
     TransferPack,
     TransferPackError,
+    build_pack,
 )
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
@@ -167,8 +168,8 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     assert "is not a transfer pack; choose another -o" in capsys.readouterr().err
 
 
-def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack):
-    assert not (DEFAULT_PACK / MANIFEST_FILE).exists()  # until a corpus is collected and shipped
+def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack, monkeypatch, tmp_path):
+    monkeypatch.setattr(transfer, "DEFAULT_PACK", tmp_path / "not-installed")
     lines = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())
@@ -225,12 +226,9 @@ def test_the_operator_command_applies_a_packed_operator_with_zero_trials(target,
     assert "from transfer pack" in capsys.readouterr().out
 
 
-def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_under_the_cost_model(pack):
-    from tvm_transfer.cli import _cost_model
-
-    args = build_parser().parse_args(["tune-network", "mlp", "--transfer-pack", str(pack.path)])
-    guarded = _cost_model(args)
-    assert type(guarded).__name__ == "GuardedCostModel"
-    assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
-    assert type(guarded.online_).__name__ == "XGBoostCostModel"  # --cost-model's default, learning online
-    assert _cost_model(build_parser().parse_args(["tune-network", "mlp", "--no-transfer"])) == "xgboost"
+def test_networks_held_out_are_left_out_of_a_pack_and_listed(tuned_mlp, tmp_path):
+    work_dir, _ = tuned_mlp
+    with pytest.raises(ValueError, match="is of an excluded network"):
+        build_pack([work_dir], tmp_path / "none.pack", models=(), exclude_networks=["mlp"])
+    kept = build_pack([work_dir], tmp_path / "kept.pack", models=(), exclude_networks=["bert_base"])
+    assert kept.manifest["excluded_networks"] == ["bert_base"] and kept.manifest["networks"] == ["mlp"]

@@ -84,14 +84,16 @@ def _options(args: argparse.Namespace):
 
 def _cost_model(args: argparse.Namespace):
     """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else the transfer
-    pack's pretrained model guarded, ``--cost-model`` learning online (``transfer_cost_model``), else
-    ``--cost-model``'s name; a file that is not a saved model ends the command with its reason."""
+    pack's pretrained model guarded, ``--cost-model`` learning online, else ``--cost-model`` (default TVM's
+    ``XGBModel``; :func:`~tvm_transfer.cli.transfer.transfer_cost_model`); a file that is not a saved model
+    ends the command with its reason."""
     if not args.model_file:
-        from tvm_transfer.cli.transfer import resolve_transfer_pack, transfer_cost_model
+        from tvm_transfer.cli.transfer import transfer_cost_model
+        from tvm_transfer.transfer.policy import ONLINE_COST_MODEL
 
         if getattr(args, "pretrain_on_sources", False):  # that model is pretrained on --seed-from instead
-            return args.cost_model
-        return transfer_cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
+            return args.cost_model or ONLINE_COST_MODEL
+        return transfer_cost_model(args)
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
     try:
@@ -100,14 +102,29 @@ def _cost_model(args: argparse.Namespace):
         raise UsageError(f"--model-file: {error}") from error
 
 
+def _search_strategy(args: argparse.Namespace, options, exclude=None):
+    """``--seed-from``'s copula search, else the one the transfer pack seeds, else ``None`` (evolutionary
+    search)."""
+    from tvm_transfer.cli.copula import copula_strategy
+    from tvm_transfer.cli.transfer import transfer_search
+
+    return copula_strategy(args, options, exclude=exclude) or transfer_search(args, options)
+
+
 def _work_dir(args: argparse.Namespace, name: str) -> Path:
-    """``--work-dir``, else ``work/<name>-<cost model name or model file stem>``; raises
+    """``--work-dir``, else ``work/<name>-<label>``, the label being the model file's stem, the
+    ``--cost-model``, ``transfer`` with a transfer pack, else TVM's model; raises
     :class:`~tenset_tools.command.UsageError` when it is a file or cannot be created or written."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.transfer.policy import NO_TRANSFER_COST_MODEL
     from tvm_transfer.tuning.workdir import check_work_dir
 
+    if args.work_dir:
+        return check_work_dir(Path(args.work_dir))
     model_file = getattr(args, "model_file", None)
-    model = Path(model_file).stem if model_file else args.cost_model
-    return check_work_dir(Path(args.work_dir) if args.work_dir else Path("work") / f"{name}-{model}")
+    default = "transfer" if resolve_transfer_pack(args) is not None else NO_TRANSFER_COST_MODEL
+    label = Path(model_file).stem if model_file else args.cost_model or default
+    return check_work_dir(Path("work") / f"{name}-{label}")
 
 
 def _report(args: argparse.Namespace, result) -> int:
@@ -121,7 +138,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
 
 def _run_tune(args: argparse.Namespace) -> int:
-    from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
+    from tvm_transfer.cli.copula import copula_cost_model
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.tuning.workdir import work_dir_lock
@@ -141,7 +158,7 @@ def _run_tune(args: argparse.Namespace) -> int:
             target=target,
             options=options,
             reference=not args.no_reference,
-            search_strategy=copula_strategy(args, options, exclude=workload.ir_module()),
+            search_strategy=_search_strategy(args, options, exclude=workload.ir_module()),
             transfer_pack=resolve_transfer_pack(args),
         )
     return _report(args, result)
@@ -184,7 +201,7 @@ def _network_work_dir(args: argparse.Namespace) -> Path:
     return _work_dir(args, model_slug(args.network, args.input_shape))
 
 
-def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy=None):
+def _tune_model(args: argparse.Namespace, model, selection=None):
     """Tune ``model``'s tasks in its work dir up to ``--trials``, holding the work dir's lock (schedule
     transfer between tasks included); returns the NetworkTuneResult."""
     from tvm_transfer.cli.transfer import resolve_transfer_pack
@@ -200,18 +217,16 @@ def _tune_model(args: argparse.Namespace, model, selection=None, search_strategy
             target=resolve_target(args),
             options=_options(args),
             selection=selection,
-            search_strategy=search_strategy,
+            search_strategy=_search_strategy(args, _options(args)),
             layout_free=not args.no_layout_rewrite,
             transfer_pack=resolve_transfer_pack(args),
         )
 
 
 def _run_tune_network(args: argparse.Namespace) -> int:
-    from tvm_transfer.cli.copula import copula_strategy
-
     selection = _selection(args)
     model = _load_model(args)
-    result = _tune_model(args, model, selection, copula_strategy(args, _options(args)))
+    result = _tune_model(args, model, selection)
     if not args.compile:
         return _report(args, result)
     print(result.table())
@@ -231,21 +246,21 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
     """Build ``model`` from its work dir and print the comparison table; ``--json`` writes it with the
     tuning result (if any). Exit status 1 when TVM's output differs from the reference by more than
     ``--tolerance``."""
-    from tvm_transfer.cli.transfer import apply_pack_to_network, resolve_transfer_pack
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.compile import compile_network
+    from tvm_transfer.tuning.workdir import work_dir_lock
 
-    pack = resolve_transfer_pack(args)
-    if pack is not None and tuning is None:  # tuning applied the pack already
-        target, layout_free = resolve_target(args), not args.no_layout_rewrite
-        apply_pack_to_network(pack, model, _network_work_dir(args), target, layout_free, args.wait)
-    result = compile_network(
-        model,
-        _network_work_dir(args),
-        target=resolve_target(args),
-        runtimes=args.runtimes,
-        rounds=args.rounds,
-        layout_free=not args.no_layout_rewrite,
-    )
+    work_dir = _network_work_dir(args)
+    with work_dir_lock(work_dir, wait=args.wait):
+        result = compile_network(
+            model,
+            work_dir,
+            target=resolve_target(args),
+            runtimes=args.runtimes,
+            rounds=args.rounds,
+            layout_free=not args.no_layout_rewrite,
+            transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
+        )
     print(result.table())
     if args.json:
         report = {"compile": asdict(result), "tuning": asdict(tuning) if tuning is not None else None}
@@ -280,7 +295,12 @@ def _print_profile(profile: dict[str, float]) -> None:
 
 def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
     """The cost-model, budget, work-dir and output options of the tuning commands, and the target options."""
-    parser.add_argument("--cost-model", default="xgboost", choices=list(COST_MODELS), help="default: xgboost")
+    parser.add_argument(
+        "--cost-model",
+        choices=list(COST_MODELS),
+        help="with a transfer pack: the model learning from this run under the pack's guarded model "
+        "(default: xgboost); without one (--no-transfer): the model (default: tvm-xgb, TVM's XGBModel)",
+    )
     parser.add_argument(
         "--model-file",
         metavar="FILE",

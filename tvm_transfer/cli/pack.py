@@ -34,6 +34,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "model file (.model) to include as it is; repeat for several, the first is the default; "
         "`none` for no model (default: xgboost)",
     )
+    parser.add_argument(
+        "--exclude-network",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="leave out the work dirs of this network (as its run named it, e.g. torchvision:efficientnet_b0"
+        "), e.g. one held out for evaluation; repeat for several",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the trained models")
 
 
@@ -63,6 +71,7 @@ def _run(args: argparse.Namespace) -> int:
         top_k=args.top_k,
         models=names,
         model_files=files,
+        exclude_networks=args.exclude_network,
         seed=args.seed,
         progress=lambda line: print(line, file=sys.stderr),
     )

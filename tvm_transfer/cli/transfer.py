@@ -16,14 +16,18 @@ from tenset_tools.command import UsageError
 
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
-    from tvm.target import Target
 
-    from tvm_transfer.networks import LoadedModel
     from tvm_transfer.transfer.pack import TransferPack
+    from tvm_transfer.tuning.session import TuneOptions
 
 log = logging.getLogger(__name__)
 
-__all__ = ["add_transfer_arguments", "apply_pack_to_network", "resolve_transfer_pack", "transfer_cost_model"]
+__all__ = [
+    "add_transfer_arguments",
+    "resolve_transfer_pack",
+    "transfer_cost_model",
+    "transfer_search",
+]
 
 _RESOLVED = "_transfer_pack_resolved"
 
@@ -41,7 +45,8 @@ def add_transfer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--no-transfer",
         action="store_true",
-        help="use no transfer pack: every task is tuned from scratch with --cost-model",
+        help="use no transfer pack: TVM's own tuning (MetaSchedule's XGBModel unless --cost-model names "
+        "another, evolutionary search), every task from scratch",
     )
 
 
@@ -76,35 +81,20 @@ def resolve_transfer_pack(args: argparse.Namespace) -> TransferPack | None:
     return pack
 
 
-def transfer_cost_model(
-    pack: TransferPack | None, cost_model: str | ms.CostModel, seed: int = 0
-) -> str | ms.CostModel:
-    """The cost model of a run with ``pack``: its default pretrained model under a
-    :class:`~tvm_transfer.transfer.guard.GuardedCostModel` whose online model is ``cost_model`` (a name or
-    a model); ``cost_model`` itself without a pack or when the pack has no model."""
-    if pack is None or not pack.model_names:
-        return cost_model
-    from tvm_transfer.transfer.guard import GuardedCostModel
-    from tvm_transfer.tuning.session import resolve_cost_model
+def transfer_cost_model(args: argparse.Namespace) -> str | ms.CostModel:
+    """The run's cost model (:meth:`TransferPolicy.cost_model
+    <tvm_transfer.transfer.policy.TransferPolicy.cost_model>` of the default policy): the selected pack's
+    pretrained model guarded, ``--cost-model`` learning online; without a pack ``--cost-model``, by default
+    TVM's own ``XGBModel``."""
+    from tvm_transfer.transfer.policy import DEFAULT_POLICY
 
-    return GuardedCostModel(pack.model(), online=resolve_cost_model(cost_model, seed))
+    return DEFAULT_POLICY.cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
 
 
-def apply_pack_to_network(
-    pack: TransferPack,
-    model: str | LoadedModel,
-    work_dir: Path,
-    target: Target,
-    layout_free: bool = True,
-    wait: bool = False,
-) -> int:
-    """Apply ``pack`` to ``model``'s tasks (extracted as ``compile`` looks them up) in ``work_dir``, holding
-    its lock (``wait``: queue behind another run); returns the number of tasks that have a schedule from
-    the pack there."""
-    from tvm_transfer.transfer.apply import apply_pack, extracted_pairs
-    from tvm_transfer.tuning.network import extract_network_tasks
-    from tvm_transfer.tuning.workdir import work_dir_lock
+def transfer_search(
+    args: argparse.Namespace, options: TuneOptions
+) -> ms.search_strategy.SearchStrategy | None:
+    """The search the selected pack seeds (default policy); ``None`` (evolutionary search) without one."""
+    from tvm_transfer.transfer.policy import DEFAULT_POLICY
 
-    tasks = extract_network_tasks(model, target, layout_free)
-    with work_dir_lock(work_dir, wait=wait):
-        return len(apply_pack(pack, extracted_pairs(tasks), target, work_dir))
+    return DEFAULT_POLICY.search_strategy(resolve_transfer_pack(args), options)

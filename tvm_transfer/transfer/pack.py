@@ -54,7 +54,7 @@ __all__ = [
 
 FORMAT_NAME = "tvm-transfer-pack"
 #: Version of the pack layout; bump it when a part's layout changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST_FILE = "manifest.json"
 CORPUS_FILE = "corpus.parquet"
 SCHEDULES_DIR = "schedules"
@@ -209,6 +209,7 @@ def build_pack(
     top_k: int = 5,
     models: Sequence[str] = ("xgboost",),
     model_files: Sequence[str | os.PathLike] = (),
+    exclude_networks: Sequence[str] = (),
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> TransferPack:
@@ -218,10 +219,11 @@ def build_pack(
     database keeps the ``top_k`` fastest records of every workload on every target; ``models`` names cost
     models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
     ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
-    default. ``out`` must not exist or be an earlier pack (replaced only once the new one is complete).
-    ``progress`` receives one line per step.
+    default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out for
+    evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
+    (replaced only once the new one is complete). ``progress`` receives one line per step.
     """
-    from tenset_tools.metaschedule import convert_databases, databases_under
+    from tenset_tools.metaschedule import convert_databases, databases_under, read_sidecar
     from tenset_tools.schema import add_normalised_throughput, read_dataset
     from tvm_transfer.cost_model import load_cost_model, saved_model_class
     from tvm_transfer.cost_model.training import train_model
@@ -233,10 +235,14 @@ def build_pack(
     if not out.parent.is_dir():
         raise FileNotFoundError(f"cannot write {out}: directory {out.parent} does not exist")
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
+    left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
+    sources = [s for s in sources if s not in left_out]
+    if not sources:
+        raise ValueError(f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network")
     temporary = out.parent / f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     temporary.mkdir()
     try:
-        say(f"corpus: converting {len(sources)} work dir(s)")
+        say(f"corpus: converting {len(sources)} work dir(s); {len(left_out)} of excluded networks left out")
         stats = convert_databases(sources, temporary / CORPUS_FILE)
         say(f"corpus: {stats.records} records")
         schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k)
@@ -277,6 +283,7 @@ def build_pack(
             "models": names,
             "default_model": next(iter(names), None),
             "sources": [str(s) for s in sources],
+            "excluded_networks": sorted(set(exclude_networks)),
             "parts": _parts(temporary),
         }
         atomic_write_text(temporary / MANIFEST_FILE, json.dumps(manifest, indent=1))

@@ -19,14 +19,17 @@ On disk (a folder, ``schedules/`` of a pack), in MetaSchedule's own JSON formats
     ``flops`` (per call), ``args`` (``[dtype, shape]`` of every argument), ``signature`` (the top-level
     blocks as ``[name, iteration kinds]``), ``networks`` and ``tasks`` (the names it was tuned under),
     ``dir`` (the target's folder) and ``line`` (0-based line of the record in that folder's record file).
-``<target folder>/database_workload.json`` and ``database_tuning_record.json``
-    a MetaSchedule ``JSONDatabase`` per target holding exactly the kept records, so a pack's schedules
-    also serve as ``--seed-from`` sources.
+``<target folder>/database_workload.json.gz`` and ``database_tuning_record.json.gz``
+    the lines of a MetaSchedule ``JSONDatabase`` per target holding exactly the kept records, gzip-compressed
+    (a workload's JSON is pretty-printed TVM IR, and compresses about fifteen-fold).
+    :meth:`ScheduleDatabase.source_records` reads them as copula sources for seeding a search.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -51,11 +54,16 @@ from tenset_tools.metaschedule import (
     mean_run_seconds,
     op_kind_of,
 )
+from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 from tvm_transfer.tuning.schedule_transfer import block_signature
+
+log = logging.getLogger(__name__)
 
 __all__ = ["INDEX_FILE", "PackRecord", "ScheduleDatabase", "ScheduleEntry", "target_folder"]
 
 INDEX_FILE = "index.jsonl"
+#: The per-target files: a ``JSONDatabase``'s two files, gzip-compressed.
+PACKED_WORKLOADS, PACKED_RECORDS = WORKLOAD_FILE + ".gz", RECORD_FILE + ".gz"
 
 
 def target_folder(tid: str) -> str:
@@ -207,15 +215,17 @@ class ScheduleDatabase:
     def _line(self, folder: str, name: str, index: int) -> tuple:
         key = (folder, name)
         if key not in self._lines:
-            self._lines[key] = (self.root / folder / name).read_text(encoding="utf-8").splitlines()
+            with gzip.open(self.root / folder / name, "rt", encoding="utf-8") as file:
+                self._lines[key] = file.read().splitlines()
         lines = self._lines[key]
         if not 0 <= index < len(lines):
             raise ValueError(f"{self.root / folder / name} has no line {index + 1}; rebuild the pack")
         return _frozen(json.loads(lines[index]))
 
     def _record(self, entry: ScheduleEntry, relation: str) -> PackRecord:
-        workload_index, record_json = self._line(entry.dir, RECORD_FILE, entry.line)
-        return PackRecord(entry, relation, record_json, self._line(entry.dir, WORKLOAD_FILE, workload_index))
+        workload_index, record_json = self._line(entry.dir, PACKED_RECORDS, entry.line)
+        workload_json = self._line(entry.dir, PACKED_WORKLOADS, workload_index)
+        return PackRecord(entry, relation, record_json, workload_json)
 
     # ---- lookups ---------------------------------------------------------------------------------------
     def _same_workload(self, mod: tvm.IRModule) -> list[ScheduleEntry]:
@@ -260,6 +270,26 @@ class ScheduleDatabase:
 
         found.sort(key=distance)
         return [self._record(e, "similar") for e in found[:limit]]
+
+    def source_records(self) -> list[SourceRecord]:
+        """Every kept record as a copula source (:class:`~tvm_transfer.search_strategy.copula.SourceRecord`:
+        trace, mean latency in seconds, workload hash, descriptor on the target it was measured on), for
+        seeding searches from the pack. A record whose trace no longer replays is skipped with a warning."""
+        workloads: dict[str, ms.database.Workload] = {}
+        sources = []
+        for entry in self.entries:
+            packed = self._record(entry, "source")
+            if entry.workload not in workloads:
+                workloads[entry.workload] = packed.source_workload()
+            workload = workloads[entry.workload]
+            try:
+                record = packed.tuning_record(workload)
+            except ValueError as error:
+                log.warning("pack record %s/%d skipped: %s", entry.workload, entry.rank, error)
+                continue
+            descriptor = task_descriptor(workload.mod, record.target)
+            sources.append(SourceRecord(record.trace, entry.seconds, entry.workload, descriptor))
+        return sources
 
     # ---- writing ---------------------------------------------------------------------------------------
     @classmethod
@@ -323,11 +353,17 @@ class ScheduleDatabase:
         root.mkdir(parents=True)
         for folder, (workloads, records) in files.items():
             (root / folder).mkdir()
-            atomic_write_text(root / folder / WORKLOAD_FILE, "".join(w + "\n" for w in workloads))
-            atomic_write_text(root / folder / RECORD_FILE, "".join(r + "\n" for r in records))
+            _write_gzip(root / folder / PACKED_WORKLOADS, "".join(w + "\n" for w in workloads))
+            _write_gzip(root / folder / PACKED_RECORDS, "".join(r + "\n" for r in records))
         index = "".join(json.dumps(e.as_json(), separators=(",", ":")) + "\n" for e in entries)
         atomic_write_text(root / INDEX_FILE, index)
         return cls(root, entries)
+
+
+def _write_gzip(path: Path, text: str) -> None:
+    """Write ``text`` gzip-compressed, without a timestamp, so the same content gives the same bytes."""
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as file:
+        file.write(text.encode("utf-8"))
 
 
 class _Group:

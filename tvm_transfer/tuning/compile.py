@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tvm
 from tvm import relax
@@ -16,7 +17,6 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.networks import (
     LoadedModel,
-    fused_for_extraction,
     fusion_passes,
     load_model,
     lowering_passes,
@@ -33,7 +33,11 @@ from tvm_transfer.runtimes import (
     tvm_threads,
 )
 from tvm_transfer.target import as_target
+from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.session import open_database
+
+if TYPE_CHECKING:
+    from tvm_transfer.transfer.pack import TransferPack
 
 #: The comparison runtimes timed by default beside TVM (keys of :data:`tvm_transfer.runtimes.RUNTIMES`).
 DEFAULT_RUNTIMES = tuple(RUNTIMES)
@@ -100,18 +104,26 @@ def compile_network(
     runtimes: Sequence[str] = DEFAULT_RUNTIMES,
     rounds: int = 5,
     layout_free: bool = True,
+    transfer_pack: TransferPack | None = None,
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
     :data:`DEFAULT_RUNTIMES`) on the same inputs and as many threads as the target has cores, in
-    ``rounds`` interleaved rounds (the fastest round of each is kept)."""
+    ``rounds`` interleaved rounds (the fastest round of each is kept).
+
+    With ``transfer_pack``, the tasks it holds measured on ``target``'s id get its best records in
+    ``work_dir`` first (:func:`~tvm_transfer.tuning.network.apply_transfer_pack`; the caller holds the
+    work dir's lock)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
     threads = int(target.attrs.get("num-cores", 0)) or os.cpu_count() or 1
-    database = open_database(Path(work_dir))
     mod = relax_module(model)
-    tuned = _tuned_tasks(mod, database, target, layout_free)
+    tasks = extract_network_tasks(model, target, layout_free)
+    if transfer_pack is not None:
+        apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
+    database = open_database(Path(work_dir))
+    found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()
@@ -130,16 +142,7 @@ def compile_network(
         target=str(target),
         threads=threads,
         results=results,
-        tuned_tasks=tuned,
+        tuned_tasks=(found, len(tasks)),
         build_seconds=build_seconds,
         layout_free=layout_free,
     )
-
-
-def _tuned_tasks(
-    mod: tvm.IRModule, database: ms.database.Database, target: tvm.target.Target, layout_free: bool
-) -> tuple[int, int]:
-    """How many of ``mod``'s tasks ``database`` holds a schedule for, and how many tasks there are."""
-    tasks = ms.relax_integration.extract_tasks(fused_for_extraction(mod, target, layout_free), target)
-    found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
-    return found, len(tasks)

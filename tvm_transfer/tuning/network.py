@@ -165,7 +165,7 @@ def tune_network(
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     work_dir = Path(work_dir)
     measure = measure or Measurement()
-    applied = _apply_pack(transfer_pack, name, extracted, work_dir, target)
+    applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
     if selection is not None:
         result = _tune_selected(
             name, extracted, work_dir, cost_model, target, options, selection, measure, strategy, set(applied)
@@ -182,7 +182,7 @@ def tune_network(
         [extracted[i] for i in tunable], str(work_dir), strategy=strategy,
         num_threads=search_threads(options), seed=options.seed,
     )  # fmt: skip
-    log, bar = _round_log(extracted, work_dir, options, measure, options.trials)
+    log, bar = _round_log(extracted, work_dir, options, measure, set(applied))
     logged = dataclasses.replace(
         measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
     )
@@ -220,15 +220,15 @@ def _batch_size(options: TuneOptions, done: int, tasks: int) -> int:
     return max(1, min(options.trials_per_iter, remaining // max(tasks, 1)))
 
 
-def _apply_pack(
+def apply_transfer_pack(
     pack: TransferPack | None,
     name: str,
-    extracted: list[ms.ExtractedTask],
+    extracted: Sequence[ms.ExtractedTask],
     work_dir: Path,
     target: tvm.target.Target,
 ) -> dict[int, AppliedTask]:
-    """Name the network's tasks in the work dir's sidecar (so the run can be packed later) and apply
-    ``pack`` to them: ``{task index: AppliedTask}``."""
+    """Name network ``name``'s tasks in the work dir's sidecar (so the run can be packed later) and apply
+    ``pack`` to them (:func:`tvm_transfer.transfer.apply.apply_pack`): ``{task index: AppliedTask}``."""
     if not (work_dir / SIDECAR_FILE).is_file():
         work_dir.mkdir(parents=True, exist_ok=True)
         tasks = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in extracted}
@@ -241,15 +241,20 @@ def _apply_pack(
 
 
 def _round_log(
-    extracted: list[ms.ExtractedTask], work_dir: Path, options: TuneOptions, measure: Measurement, budget: int
+    extracted: list[ms.ExtractedTask],
+    work_dir: Path,
+    options: TuneOptions,
+    measure: Measurement,
+    applied: set[int],
 ) -> tuple[RoundLog, tqdm]:
-    """The work dir's round log, primed with the records already measured, and the progress bar it
-    annotates (the caller's, else a new one over the trials still to measure)."""
+    """The work dir's round log, primed with the records already there, and the progress bar it annotates
+    (the caller's, else a new one over the trials still to measure). The records of ``applied`` tasks
+    (from a transfer pack) were not measured here and count as no trials."""
     database = open_database(work_dir)
     previous = [records_of(database, task.dispatched[0]) for task in extracted]
-    done = sum(len(r) for r in previous)
+    done = sum(len(r) for i, r in enumerate(previous) if i not in applied)
     bar = measure.progress_bar or tqdm(
-        total=max(budget - done, 0), unit="trial", disable=not options.progress, desc="tuning"
+        total=max(options.trials - done, 0), unit="trial", disable=not options.progress, desc="tuning"
     )
     log = RoundLog(
         work_dir / ROUNDS_FILE,
@@ -288,7 +293,7 @@ def _tune_selected(
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     builder = measure.builder or PersistentBuilder()
     runner = measure.runner or target_runner(target)
-    log, bar = _round_log(extracted, work_dir, options, measure, options.trials)
+    log, bar = _round_log(extracted, work_dir, options, measure, applied)
     shared = Measurement(builder=builder, runner=runner, progress_bar=bar, callbacks=measure.callbacks)
     model = resolve_cost_model(cost_model, options.seed)
     start = time.perf_counter()

@@ -29,15 +29,18 @@ def initial_population(context: ms.TuneContext, count: int) -> list[ms.MeasureCa
     ]
 
 
-def design_spaces(workload: Workload, target: tvm.target.Target) -> tuple[tvm.IRModule, list, list]:
-    """``(module, design spaces, post-processors)`` of ``workload`` under MetaSchedule's default
-    (post-order-apply) space generator on ``target``."""
+def design_spaces(
+    workload: Workload | tvm.IRModule, target: tvm.target.Target
+) -> tuple[tvm.IRModule, list, list]:
+    """``(module, design spaces, post-processors)`` of ``workload`` (or a task's module) under MetaSchedule's
+    default (post-order-apply) space generator on ``target``."""
+    is_module = isinstance(workload, tvm.IRModule)
     context = ms.TuneContext(
-        mod=workload.ir_module(),
+        mod=workload if is_module else workload.ir_module(),
         target=target,
         space_generator="post-order-apply",
         search_strategy="evolutionary",
-        task_name=workload.name,
+        task_name="main" if is_module else workload.name,
         num_threads=2,
     )
     return context.mod, list(context.generate_design_space()), list(context.space_generator.postprocs)

@@ -111,6 +111,8 @@ class CopulaSearch(PySearchStrategy):
             log.warning("rank_pool is set but the tuner passed no cost model: keeping the copula's order")
             return proposals
         pool, rest = proposals[: self.rank_pool], proposals[self.rank_pool :]
+        if len(pool) < 2:  # nothing to order (and TVM's predict cannot return an empty array)
+            return proposals
         scores = cost_model.predict(self.context, [_candidate(p.schedule) for p in pool])
         order = sorted(range(len(pool)), key=lambda i: -float(scores[i]))
         return [pool[i] for i in order] + rest

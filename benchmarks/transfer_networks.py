@@ -1,0 +1,340 @@
+"""Transfer on whole networks a transfer pack never saw: tuning with the pack (the default policy) against
+TVM alone (``--no-transfer``: MetaSchedule's ``XGBModel``, evolutionary search), side by side in one run.
+
+Every (network, arm) is tuned in its own work dir to each budget in turn, as a user asking for that many
+trials would; at every budget the arms are built and timed together in interleaved rounds (fastest kept),
+with PyTorch eager, ``torch.compile`` and ONNX Runtime at the first and the last budget. The per-batch round
+logs of the work dirs give the estimated-latency curves. Every finished point is saved at once: the run
+resumes where it stopped, and the tables say which budgets were reached.
+
+The networks are held out: the pack's manifest must list them as excluded (``tenset-tools pack
+--exclude-network``), or the run refuses. ``--dev`` is the development study that chose the default
+policy: every policy of :class:`~tvm_transfer.transfer.policy.TransferPolicy` on development networks, which
+the pack must not hold either.
+
+    nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
+    nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
+    python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
+    python -m benchmarks.transfer_networks --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+import warnings
+from pathlib import Path
+
+from benchmarks.common import git_commit, machine_info, report_path, write_report
+from tvm_transfer.networks import load_model, model_slug, relax_module
+from tvm_transfer.runtimes import RUNTIMES, ComparedModel, as_arrays, compare_runtimes
+from tvm_transfer.target import host_target, target_id
+from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.pack import TransferPack
+from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
+from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.rounds import read_rounds
+from tvm_transfer.tuning.session import TuneOptions, open_database
+
+#: Held-out networks: never in the default pack's corpus (``make default-pack`` excludes them).
+HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")
+BUDGETS = (50, 100, 200, 400, 1000, 2000)
+ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
+
+#: Development networks of the policy study, and its budgets and arms.
+DEV_NETWORKS = ("torchvision:mobilenet_v3_large", "bert_mini_layer")
+DEV_BUDGETS = (50, 100, 200)
+DEV_ARMS = {
+    "no-transfer": None,
+    "model": TransferPolicy(seed_search=False),
+    "seeds": TransferPolicy(pretrained_model=False),
+    "model+seeds": TransferPolicy(),
+}
+QUICK_NETWORKS, QUICK_BUDGETS = ("bert_tiny_layer",), (8, 16)
+
+REFERENCES = ("eager", "torch.compile", "onnxruntime")
+#: Within this ratio of the no-transfer latency, transfer counts as reaching it (timing noise).
+NOISE = 1.03
+
+
+def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, ...], dict]:
+    """``(report name, networks, budgets, arms)`` of the chosen study."""
+    if args.quick:
+        return "transfer_networks", QUICK_NETWORKS, QUICK_BUDGETS, DEV_ARMS
+    if args.dev:
+        return "transfer_dev", DEV_NETWORKS, DEV_BUDGETS, DEV_ARMS
+    return "transfer_networks", HELD_OUT, BUDGETS, ARMS
+
+
+def _check_held_out(pack: TransferPack, networks: tuple[str, ...]) -> None:
+    """Refuse a pack that holds, or does not explicitly exclude, any network of the study."""
+    excluded = set(pack.manifest.get("excluded_networks", []))
+    held = set(pack.manifest.get("networks", []))
+    leaked = [n for n in networks if n in held or n not in excluded]
+    if leaked:
+        raise SystemExit(
+            f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "
+            + " ".join(f"--exclude-network {n}" for n in networks)
+            + "`"
+        )
+
+
+def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path, target) -> dict:
+    """Tune one arm of ``network`` up to ``budget`` trials; what it took."""
+    options = TuneOptions(trials=budget, progress=True)
+    start = time.perf_counter()
+    uses_pack = policy is not None
+    result = tune_network(
+        load_model(network),
+        work_dir,
+        cost_model=policy.cost_model(pack) if uses_pack else "tvm-xgb",
+        target=target,
+        options=options,
+        search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
+        transfer_pack=pack if uses_pack else None,
+    )
+    rounds = read_rounds(work_dir)
+    return {
+        "trials": rounds[-1]["trials"] if rounds else 0,
+        "new_trials": result.new_trials,
+        "tune_seconds": time.perf_counter() - start,
+        "from_pack": len(result.from_pack),
+        "tasks": len(result.tasks),
+        "estimated_ms": result.weighted_latency * 1e3 if math.isfinite(result.weighted_latency) else None,
+    }
+
+
+def _time_arms(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
+    """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
+    in the same interleaved rounds: ``{name: {"ms", "max_abs_error"}}``."""
+    import tvm
+    from tvm import relax
+
+    from tvm_transfer.runtimes import tvm_threads
+
+    model = load_model(network)
+    threads = int(target.attrs["num-cores"])
+    mod = relax_module(model)
+    calls = {}
+    with tvm_threads(threads):
+        for arm, work_dir in work_dirs.items():
+            vm = relax.VirtualMachine(build_network(mod, open_database(work_dir), target), tvm.cpu())
+            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+            calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
+        results = compare_runtimes(
+            ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
+            calls,
+            runtimes=REFERENCES if references else (),
+            rounds=rounds,
+        )
+    return {
+        r.name: {"ms": r.seconds * 1e3 if r.seconds else None, "max_abs_error": r.max_abs_error}
+        for r in results
+    }
+
+
+def _reached(report: dict, network: str) -> dict[str, int | None]:
+    """Per arm, the smallest budget whose compiled latency is within :data:`NOISE` of the no-transfer arm's
+    latency at its largest budget reached (``None``: not reached)."""
+    points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
+    if not points:
+        return {}
+    goal = points[-1]["latency"].get("no-transfer", {}).get("ms")
+    out: dict[str, int | None] = {}
+    for arm in report["arms"]:
+        hits = [
+            p["budget"]
+            for p in points
+            if goal and (p["latency"].get(arm, {}).get("ms") or math.inf) <= goal * NOISE
+        ]
+        out[arm] = hits[0] if hits else None
+    return out
+
+
+def _markdown(report: dict) -> str:
+    arms = report["arms"]
+    lines = [
+        "# " + ("Transfer policy study (development networks)" if report["dev"] else "Transfer, held out"),
+        "",
+        f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
+        f"target `{report['target']}`;"
+        f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks excluded from the pack: "
+        f"{', '.join(report['networks'])}. Latency of the compiled network (ms, fastest of "
+        f"{report['rounds']} interleaved rounds); in brackets the ratio to no-transfer at the same budget.",
+        "",
+    ]
+    for network in report["networks"]:
+        points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
+        lines += [f"## {network}", ""]
+        if not points:
+            lines += ["not reached", ""]
+            continue
+        lines += ["| budget | " + " | ".join(f"{a} ms" for a in arms) + " | trials (per arm) | from pack |"]
+        lines += ["|---|" + "---|" * len(arms) + "---|---|"]
+        for p in points:
+            base = p["latency"].get("no-transfer", {}).get("ms")
+            cells = []
+            for arm in arms:
+                value = p["latency"].get(arm, {}).get("ms")
+                ratio = f" ({value / base:.2f})" if value and base else ""
+                cells.append(f"{value:.3f}{ratio}" if value else "failed")
+            trials = ", ".join(str(p["arms"][a]["trials"]) for a in arms)
+            from_pack = max(p["arms"][a]["from_pack"] for a in arms)
+            lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} |")
+        missing = [b for b in report["budgets"] if b not in {p["budget"] for p in points}]
+        if missing:
+            lines.append(f"\nBudgets not reached yet: {', '.join(map(str, missing))}.")
+        others = {
+            RUNTIMES[k]: v["ms"]
+            for p in points
+            for k in REFERENCES
+            if (v := p["latency"].get(RUNTIMES[k])) and v["ms"]
+        }
+        if others:
+            name, best = min(others.items(), key=lambda kv: kv[1])
+            last = points[-1]
+            tvm_best = {a: last["latency"].get(a, {}).get("ms") for a in arms}
+            lines.append(
+                f"\nBest non-TVM runtime: {name} {best:.3f} ms. At {last['budget']} trials: "
+                + ", ".join(f"{a} {v / best:.2f}x" for a, v in tvm_best.items() if v)
+                + " of it."
+            )
+        reached = _reached(report, network)
+        lines.append(
+            f"\nSmallest budget within {NOISE:.2f}x of no-transfer's latency at "
+            f"{points[-1]['budget']} trials: "
+            + ", ".join(f"{a} {b if b is not None else 'not reached'}" for a, b in reached.items())
+            + "\n"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _plot(report: dict, work_root: Path, quick: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    networks = [n for n in report["networks"] if any(p["network"] == n for p in report["points"])]
+    if not networks:
+        return
+    fig, axes = plt.subplots(1, len(networks), figsize=(4.6 * len(networks), 3.8), squeeze=False)
+    for ax, network in zip(axes[0], networks, strict=True):
+        points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
+        for arm in report["arms"]:
+            xs = [p["arms"][arm]["trials"] for p in points if p["latency"].get(arm, {}).get("ms")]
+            ys = [p["latency"][arm]["ms"] for p in points if p["latency"].get(arm, {}).get("ms")]
+            (line,) = ax.plot(xs, ys, "o-", label=f"{arm} (compiled)")
+            curve = [
+                (r["trials"], r["estimated_ms"])
+                for r in read_rounds(work_root / model_slug(network) / arm)
+                if r.get("estimated_ms")
+            ]
+            if curve:
+                ax.plot(*zip(*curve, strict=True), "-", alpha=0.4, color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(network, fontsize=9)
+        ax.set_xlabel("trials")
+        ax.set_ylabel("latency (ms)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    name = "transfer_dev" if report["dev"] else "transfer_networks"
+    path = report_path("transfer", name, ".png", quick)
+    fig.savefig(path.with_suffix(".tmp.png"), dpi=110)
+    path.with_suffix(".tmp.png").replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dev", action="store_true", help="the policy study on the development networks")
+    parser.add_argument("--quick", action="store_true", help="smoke run: one small block, two budgets")
+    parser.add_argument(
+        "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
+    )
+    parser.add_argument("--networks", help="comma-separated models (default: the study's)")
+    parser.add_argument("--budgets", help="comma-separated trial budgets (default: the study's)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    parser.add_argument("--work-root", default="work/bench_transfer", help="root of the work dirs")
+    parser.add_argument("--report-only", action="store_true", help="only re-draw table and plot")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    logging.basicConfig(level=logging.WARNING)
+
+    name, networks, budgets, arms = _study(args)
+    networks = tuple(args.networks.split(",")) if args.networks else networks
+    budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else budgets
+    target = host_target()
+    mcpu = str(target.attrs.get("mcpu", "host"))
+    work_root = Path(args.work_root) / ("dev" if args.dev else "held-out") / mcpu
+    pack = TransferPack.open(args.pack)
+    if not args.quick:
+        _check_held_out(pack, networks)
+    path = report_path("transfer", name, ".json", args.quick)
+    report = json.loads(path.read_text()) if path.is_file() else None
+    if report is not None and report["target_id"] != target_id(target):
+        raise SystemExit(
+            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
+            "move it away to start over here"
+        )
+    if report is None or args.quick:
+        report = {"points": []}
+    report.update(
+        {
+            "dev": args.dev,
+            "networks": list(networks),
+            "budgets": list(budgets),
+            "arms": list(arms),
+            "rounds": args.rounds,
+            "target": str(target),
+            "target_id": target_id(target),
+            "machine": machine_info(),
+            "pack": {
+                "path": str(pack.path),
+                "describe": pack.describe(),
+                "created": pack.manifest["created"],
+            },
+        }
+    )
+
+    def save() -> None:
+        write_report("transfer", name, report, _markdown(report), args.quick)
+        _plot(report, work_root, args.quick)
+
+    if not args.report_only:
+        done = {(p["network"], p["budget"]) for p in report["points"]}
+        for network in networks:
+            for budget in budgets:
+                if (network, budget) in done:
+                    continue
+                print(f"\n== {network}: {budget} trials", flush=True)
+                dirs = {arm: work_root / model_slug(network) / arm for arm in arms}
+                tuned = {
+                    arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms
+                }
+                references = budget in (budgets[0], budgets[-1])
+                latency = _time_arms(network, dirs, target, args.rounds, references)
+                report["points"].append(
+                    {
+                        "network": network,
+                        "budget": budget,
+                        "arms": tuned,
+                        "latency": latency,
+                        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                        "commit": git_commit(short=True),
+                    }
+                )
+                save()
+    if args.report_only:
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

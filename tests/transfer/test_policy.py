@@ -1,0 +1,59 @@
+"""The transfer policy: which cost model and search a run gets with and without a pack, and that the
+pack's schedules seed the search of a task the pack never saw, on the real mlp run of the conftest."""
+
+from __future__ import annotations
+
+from tvm_transfer.cli import _cost_model, build_parser
+from tvm_transfer.cli.transfer import transfer_search
+from tvm_transfer.networks import load_model
+from tvm_transfer.search_strategy.copula import CopulaSearch
+from tvm_transfer.search_strategy.copula.population import design_spaces
+from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
+from tvm_transfer.tuning.network import extract_network_tasks
+from tvm_transfer.tuning.session import TuneOptions
+
+
+def _args(*argv: str):
+    return build_parser().parse_args(["tune-network", "mlp", *argv])
+
+
+def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_seeded_and_without_as_tvm_does(pack):
+    with_pack = _args("--transfer-pack", str(pack.path))
+    guarded = _cost_model(with_pack)
+    assert type(guarded).__name__ == "GuardedCostModel"
+    assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
+    assert type(guarded.online_).__name__ == "XGBoostCostModel"  # the default online model
+    assert isinstance(transfer_search(with_pack, TuneOptions()), CopulaSearch)
+    # --no-transfer is TVM's own default: MetaSchedule's XGBModel under evolutionary search.
+    assert _cost_model(_args("--no-transfer")) == "tvm-xgb"
+    assert transfer_search(_args("--no-transfer"), TuneOptions()) is None
+    assert _cost_model(_args("--no-transfer", "--cost-model", "lightgbm")) == "lightgbm"
+    online = _cost_model(_args("--transfer-pack", str(pack.path), "--cost-model", "tvm-xgb"))
+    assert type(online.online_).__name__ == "XGBModel"
+
+
+def test_a_policy_uses_only_the_parts_it_names(pack):
+    options = TuneOptions(trials_per_iter=4)
+    model_only = TransferPolicy(seed_search=False)
+    assert model_only.name == "model" and model_only.search_strategy(pack, options) is None
+    seeds_only = TransferPolicy(pretrained_model=False)
+    assert seeds_only.name == "seeds" and seeds_only.cost_model(pack) == "xgboost"
+    assert seeds_only.search_strategy(pack, options).rank_pool == 0  # no model to rank the seeds
+    both = TransferPolicy()
+    assert both.name == "model+seeds" and both.search_strategy(pack, options).rank_pool == 4
+    assert TransferPolicy(False, False).name == "none" and DEFAULT_POLICY.cost_model(None) == "tvm-xgb"
+
+
+def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
+    # The mlp at batch 4: no workload of the pack (batch 1) matches exactly.
+    tasks = extract_network_tasks(load_model("mlp", (4, 784)), target)
+    schedules = pack.schedules()
+    assert all(not schedules.exact(t.dispatched[0], target) for t in tasks)
+    search = DEFAULT_POLICY.search_strategy(pack, TuneOptions(trials_per_iter=4))
+    seeded = 0
+    for task in tasks:
+        mod, spaces, postprocs = design_spaces(task.dispatched[0], target)
+        proposals = search.sampler.propose(mod, target, spaces, postprocs, count=4)
+        seeded += bool(proposals)
+        assert all(p.schedule.mod is not None for p in proposals)
+    assert seeded == len(tasks)

@@ -1,0 +1,97 @@
+"""What a tuning run takes from a transfer pack beyond the zero-trial exact matches of :mod:`.apply`.
+
+A :class:`TransferPolicy` names the parts a run uses and turns a pack into the run's cost model and search
+strategy:
+
+* ``pretrained_model``: the pack's default cost model ranks candidates, under a
+  :class:`~tvm_transfer.transfer.guard.GuardedCostModel` that hands the ranking to a model learning from
+  the run alone when the pretrained one does not rank the task's own measurements;
+* ``seed_search``: each task's evolutionary search starts from the pack's best schedules of tasks with the
+  same design space, repaired to the task's shape, then from copula samples conditioned on it
+  (:class:`~tvm_transfer.search_strategy.copula.CopulaSearch` over the pack's schedule databases).
+
+:data:`DEFAULT_POLICY` is what ``tune``, ``tune-network`` and ``compile`` use with a pack; which parts it
+holds was chosen by measurement on development networks (``docs/transfer_pack.md``). A run without a pack
+is TVM's own default: :data:`NO_TRANSFER_COST_MODEL` under evolutionary search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_transfer.transfer.pack import TransferPack
+    from tvm_transfer.tuning.session import TuneOptions
+
+__all__ = ["DEFAULT_POLICY", "NO_TRANSFER_COST_MODEL", "ONLINE_COST_MODEL", "TransferPolicy"]
+
+#: The cost model of a run without transfer: MetaSchedule's own ``XGBModel``, as TVM tunes by default.
+NO_TRANSFER_COST_MODEL = "tvm-xgb"
+#: The model learning from the run's own measurements under the guard, unless the user names another.
+ONLINE_COST_MODEL = "xgboost"
+
+
+@dataclass(frozen=True)
+class TransferPolicy:
+    """The parts of a transfer pack a tuning run uses (both on by default).
+
+    Parameters
+    ----------
+    pretrained_model:
+        Rank candidates with the pack's default model, guarded (needs a pack with a model).
+    seed_search:
+        Start every task's search from the pack's best schedules of tasks with its design space.
+    """
+
+    pretrained_model: bool = True
+    seed_search: bool = True
+
+    @property
+    def name(self) -> str:
+        """A short label of the parts used: ``model+seeds``, ``model``, ``seeds`` or ``none``."""
+        parts = [label for label, on in (("model", self.pretrained_model), ("seeds", self.seed_search)) if on]
+        return "+".join(parts) or "none"
+
+    def cost_model(
+        self, pack: TransferPack | None, online: str | ms.CostModel | None = None, seed: int = 0
+    ) -> str | ms.CostModel:
+        """The run's cost model: the pack's pretrained model guarded, ``online`` (a name or a model;
+        default :data:`ONLINE_COST_MODEL`) learning from the run; ``online`` alone when the policy or the
+        pack has no pretrained model; :data:`NO_TRANSFER_COST_MODEL` without a pack and without
+        ``online``."""
+        if pack is None:
+            return online or NO_TRANSFER_COST_MODEL
+        online = online or ONLINE_COST_MODEL
+        if not (self.pretrained_model and pack.model_names):
+            return online
+        from tvm_transfer.transfer.guard import GuardedCostModel
+        from tvm_transfer.tuning.session import resolve_cost_model
+
+        return GuardedCostModel(pack.model(), online=resolve_cost_model(online, seed))
+
+    def search_strategy(
+        self, pack: TransferPack | None, options: TuneOptions
+    ) -> ms.search_strategy.SearchStrategy | None:
+        """A search seeded from ``pack``'s best schedules (``None``: evolutionary search, when the policy
+        does not seed or there is no pack). With the pretrained model the first batch is the model's pick
+        among the seeds."""
+        if pack is None or not self.seed_search:
+            return None
+        from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler
+        from tvm_transfer.tuning.session import evolution_settings
+
+        sampler = TraceCopulaSampler().fit(pack.schedules().source_records())
+        ranked = self.pretrained_model and bool(pack.model_names)
+        return CopulaSearch(
+            sampler,
+            seed=options.seed,
+            rank_pool=options.trials_per_iter if ranked else 0,
+            **evolution_settings(options.population_size),
+        )
+
+
+#: The policy of ``tune``, ``tune-network`` and ``compile`` with a transfer pack.
+DEFAULT_POLICY = TransferPolicy()
