@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint bench-quick clean-venv
+.PHONY: demo test lint bench-quick corpus default-pack clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ lint: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.baselines --quick
 	$(BIN)/python -m benchmarks.features --quick
+
+# The default transfer pack (docs/transfer_pack.md): collect its corpus (resumable, hours, low priority),
+# then build the pack shipped in the package from it.
+corpus: $(STAMP)
+	nice -n 19 $(BIN)/python -m benchmarks.corpus collect
+
+default-pack: $(STAMP)
+	$(BIN)/python -m benchmarks.corpus pack
 
 clean-venv:
 	rm -rf $(VENV)

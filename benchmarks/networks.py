@@ -84,7 +84,8 @@ def _markdown(report: dict) -> str:
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
         f"`{report['target']}`; cost model MetaSchedule `XGBModel` ({COST_MODEL}), evolutionary search "
         f"(population {report['population']}), {report['rounds']} interleaved timing rounds per point "
-        "(fastest kept). Ratios are TVM latency / best non-TVM runtime latency (below 1: TVM is faster).",
+        "(fastest kept). Ratios are TVM latency / best non-TVM runtime latency of the same point, timed in "
+        "the same rounds (below 1: TVM is faster); 'best other' is the fastest non-TVM latency of any point.",
         "",
         "| network | tasks | best other (ms) | which | "
         + " | ".join(f"{b} trials" for b in report["budgets"])
@@ -106,12 +107,13 @@ def _markdown(report: dict) -> str:
         for budget in report["budgets"]:
             point = mine.get(budget)
             tvm_ms = _latencies(point).get("TVM") if point else None
+            here = [v for k, v in _latencies(point).items() if k in RUNTIMES and v] if point else []
             if point is None:
                 cells.append("not reached")
-            elif tvm_ms is None or best is None:
+            elif tvm_ms is None or not here:
                 cells.append("failed")
             else:
-                cells.append(f"{tvm_ms:.2f} ms ({tvm_ms / best:.2f})")
+                cells.append(f"{tvm_ms:.2f} ms ({tvm_ms / min(here):.2f})")
         tasks = next(iter(mine.values()))["tasks"]
         best_text = f"{best:.2f}" if best is not None else "-"
         lines.append(f"| {network} | {tasks} | {best_text} | {which} | " + " | ".join(cells) + " |")

@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, report_path, write_report
+from benchmarks.corpus import HELD_OUT
 from tvm_transfer.networks import load_model, model_slug, relax_module
 from tvm_transfer.runtimes import RUNTIMES, ComparedModel, as_arrays, compare_runtimes
 from tvm_transfer.target import host_target, target_id
@@ -40,8 +41,6 @@ from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.rounds import read_rounds
 from tvm_transfer.tuning.session import TuneOptions, open_database
 
-#: Held-out networks: never in the default pack's corpus (``make default-pack`` excludes them).
-HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
 ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
 

@@ -28,6 +28,7 @@ def test_targets_parse_and_the_budget_is_spread_over_pairs(tmp_path):
     targets = parse_targets("znver4:2, x86-64-v3:1")
     assert targets == [CpuTarget("znver4", 2), CpuTarget("x86-64-v3", 1)]
     assert targets[1].target().attrs["num-cores"] == 1
+    assert parse_targets("host:1") == [CpuTarget(host_cpu_name(), 1)]
     for bad in ("znver4", "znver4:0", ":2", "znver4:two"):
         with pytest.raises(ValueError, match="MCPU:CORES"):
             parse_targets(bad)

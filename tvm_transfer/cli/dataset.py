@@ -236,7 +236,7 @@ def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--targets",
-        help="comma-separated MCPU:CORES, e.g. znver4:2,x86-64-v3:2,x86-64:1 "
+        help="comma-separated MCPU:CORES, e.g. znver4:2,x86-64-v3:2,x86-64:1 (host: this machine's CPU) "
         "(default: the host CPU with all cores, and x86-64-v3 with 1 core)",
     )
     parser.add_argument(

@@ -271,13 +271,17 @@ class ScheduleDatabase:
         found.sort(key=distance)
         return [self._record(e, "similar") for e in found[:limit]]
 
-    def source_records(self) -> list[SourceRecord]:
-        """Every kept record as a copula source (:class:`~tvm_transfer.search_strategy.copula.SourceRecord`:
+    def source_records(self, ranks: int | None = None) -> list[SourceRecord]:
+        """The kept records as copula sources (:class:`~tvm_transfer.search_strategy.copula.SourceRecord`:
         trace, mean latency in seconds, workload hash, descriptor on the target it was measured on), for
-        seeding searches from the pack. A record whose trace no longer replays is skipped with a warning."""
+        seeding searches from the pack: the ``ranks`` fastest of every workload and target (``None``: all;
+        each takes about 10 ms to replay). A record whose trace no longer replays is skipped with a
+        warning."""
         workloads: dict[str, ms.database.Workload] = {}
         sources = []
         for entry in self.entries:
+            if ranks is not None and entry.rank >= ranks:
+                continue
             packed = self._record(entry, "source")
             if entry.workload not in workloads:
                 workloads[entry.workload] = packed.source_workload()

@@ -66,13 +66,14 @@ class CpuTarget:
 
 
 def parse_targets(spec: str) -> list[CpuTarget]:
-    """Parse ``"mcpu:cores,mcpu:cores,..."`` (e.g. ``"znver4:2,x86-64-v3:1"``)."""
+    """Parse ``"mcpu:cores,mcpu:cores,..."`` (e.g. ``"znver4:2,x86-64-v3:1"``); the mcpu ``host`` is this
+    machine's CPU (as LLVM names it)."""
     targets = []
     for item in spec.split(","):
         mcpu, sep, cores = item.strip().partition(":")
         if not mcpu or not sep or not cores.isdigit() or int(cores) < 1:
-            raise ValueError(f"target {item!r} is not MCPU:CORES (e.g. x86-64-v3:2)")
-        targets.append(CpuTarget(mcpu, int(cores)))
+            raise ValueError(f"target {item!r} is not MCPU:CORES (e.g. x86-64-v3:2, host:2)")
+        targets.append(CpuTarget(host_cpu_name() if mcpu == "host" else mcpu, int(cores)))
     return targets
 
 

@@ -1,0 +1,90 @@
+"""The corpus of the default transfer pack, and the one command that builds the pack from it.
+
+The corpus is every task of real networks (batch 1) tuned by MetaSchedule's evolutionary search under
+its ``XGBModel``, on this machine's CPU and on two portable CPU targets, plus the network baseline runs
+(``benchmarks.networks``, TVM alone). The networks of :data:`HELD_OUT` never enter it: the transfer
+benchmarks tune them (``benchmarks.transfer_networks``, ``benchmarks.transfer_operators``), and the pack's
+manifest lists them as excluded.
+
+    nice -n 19 python -m benchmarks.corpus collect > work/corpus.log 2>&1 &   # resumable; hours on 2 cores
+    python -m benchmarks.corpus pack       # (make default-pack) -> tvm_transfer/transfer/data/default
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+#: Networks whose tasks make the corpus: residual, inverted-bottleneck (with squeeze-excitation), RegNet,
+#: ConvNeXt and vision-transformer families.
+NETWORKS = (
+    "torchvision:resnet18",
+    "torchvision:resnet50",
+    "torchvision:mobilenet_v2",
+    "torchvision:mobilenet_v3_large",
+    "torchvision:regnet_x_400mf",
+    "torchvision:convnext_tiny",
+    "torchvision:vit_b_16",
+)
+#: Never in the corpus: an EfficientNet and a BERT-base encoder, one per family a user is likely to bring.
+HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")
+#: This machine's CPU and two portable targets that run on every x86-64 CPU seen here (2 cores each).
+TARGETS = "host:2,x86-64-v3:2,x86-64-v2:2"
+#: Measurements per (network, target) pair.
+TRIALS_PER_PAIR = 300
+WORK_DIR = Path("work/corpus")
+#: Further runs packed with the corpus when present: the network baseline (TVM alone on this CPU).
+EXTRA_SOURCES = (Path("work/bench_networks"),)
+
+
+def collect_corpus(work_dir: Path = WORK_DIR, trials_per_pair: int = TRIALS_PER_PAIR) -> None:
+    """Tune every (network, target) pair of the corpus up to ``trials_per_pair`` measurements in
+    ``work_dir`` (resuming what it holds)."""
+    from tvm_transfer.tuning.collect import collect, parse_targets
+    from tvm_transfer.tuning.session import TuneOptions
+
+    targets = parse_targets(TARGETS)
+    budget = trials_per_pair * len(NETWORKS) * len(targets)
+    options = TuneOptions(trials_per_iter=16, population_size=128)
+    collect(NETWORKS, targets, budget, work_dir, options=options, cost_model="tvm-xgb")
+
+
+def build_default_pack(out: Path | None = None, work_dir: Path = WORK_DIR) -> None:
+    """Build the default pack (``tvm_transfer/transfer/data/default`` unless ``out``) from the corpus and
+    the extra sources, held-out networks excluded, with an XGBoost model trained on the corpus."""
+    from tvm_transfer.transfer import DEFAULT_PACK
+    from tvm_transfer.transfer.pack import build_pack
+
+    sources = [p for p in (work_dir, *EXTRA_SOURCES) if p.is_dir()]
+    if not sources:
+        raise SystemExit(f"no corpus under {work_dir}: run `python -m benchmarks.corpus collect` first")
+    pack = build_pack(
+        sources,
+        out or DEFAULT_PACK,
+        top_k=3,
+        models=["xgboost"],
+        exclude_networks=HELD_OUT,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    print(pack.describe())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("step", choices=("collect", "pack"))
+    parser.add_argument("--work-dir", type=Path, default=WORK_DIR, help="root of the corpus work dirs")
+    parser.add_argument("--trials-per-pair", type=int, default=TRIALS_PER_PAIR)
+    parser.add_argument("-o", "--out", type=Path, help="pack folder (default: the package's default pack)")
+    args = parser.parse_args(argv)
+    if args.step == "collect":
+        collect_corpus(args.work_dir, args.trials_per_pair)
+    else:
+        build_default_pack(args.out, args.work_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
