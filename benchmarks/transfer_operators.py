@@ -243,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
             "move it away to start over here"
         )
+    if not args.quick and report and report["rows"] and report["pack"]["created"] != pack.manifest["created"]:
+        raise SystemExit(
+            f"{path} holds operators tuned with the pack created {report['pack']['created']}, "
+            f"{pack.path} was created {pack.manifest['created']}: pass that pack, or move the report away"
+        )
     if report is None or args.quick:
         report = {"rows": []}
     operators = _operators(networks, per_network, target)
