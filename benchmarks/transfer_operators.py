@@ -1,0 +1,289 @@
+"""Transfer per operator: operator shapes of networks a transfer pack never saw, tuned with the pack (the
+default policy) and with TVM's ``XGBModel(num_warmup_samples=0)``; the best latency after 8, 16, 32 and 64
+trials relative to TVM's after 64, re-timed.
+
+Operators. The held-out networks (``benchmarks.transfer_networks.HELD_OUT``) are extracted as ``compile``
+extracts them on this machine's target. Per network the tasks are ranked by their share of the network's
+work (weight x FLOPs, ``task_work``). Walking down that ranking, the heaviest task of each operator kind
+with at least :data:`MIN_SHARE` of the work is taken first, then the heaviest tasks not yet taken, until
+:data:`PER_NETWORK` tasks; a task whose workload was already taken is skipped. A task's kind is the name
+and iteration kinds of its first block with a reduction (``conv2d_nchw``/``SSSSRRR``: convolution,
+``group_conv2d_nchw``: depthwise convolution, ``matmul``/``SSR``: dense layer, ``matmul``/``SSSR``: batch
+matmul); tasks without a reduction are never taken. Nothing measured enters the rule.
+
+Arms. Every operator is tuned alone, per arm in ``work/bench_transfer_ops/<mcpu>/<network>/<task>/<arm>``,
+to 64 trials in batches of 8:
+
+* ``transfer``: the pack's record of the task measured on this target when it has one (0 trials),
+  else the default policy's cost model (the pack's model, guarded) and copula-seeded search;
+* ``tvm-xgb-nowarmup``: MetaSchedule's ``XGBModel(num_warmup_samples=0)``, evolutionary search.
+
+The pick after N trials is the record an arm measured fastest among its first N records, in measurement
+order. All picks of an operator are re-timed together (``benchmarks.common.retime``: interleaved rounds,
+fastest kept); each transfer pick is reported relative to the baseline's pick after the last budget.
+Goals: geometric mean over operators at 16 trials at most 1.0; no operator above 1.5 at 16 trials.
+
+The pack must exclude the held-out networks (as ``transfer_networks`` checks). The report is written after
+every operator; a re-run skips finished operators, and the work dirs resume an interrupted tuning.
+
+    nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
+    python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8 and 16 trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
+from benchmarks.transfer_networks import HELD_OUT, _check_held_out
+from tvm_transfer.networks import model_slug
+from tvm_transfer.target import host_target, target_id
+from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.pack import TransferPack
+from tvm_transfer.transfer.policy import DEFAULT_POLICY
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.schedule_transfer import block_signature
+from tvm_transfer.tuning.session import TuneOptions
+from tvm_transfer.tuning.task_selection import task_work
+
+CHECKPOINTS, PER_NETWORK, ROUNDS = (8, 16, 32, 64), 3, 8
+QUICK_NETWORKS, QUICK_CHECKPOINTS, QUICK_PER_NETWORK, QUICK_ROUNDS = ("bert_tiny_layer",), (8, 16), 1, 2
+#: Share of a network's work (weight x FLOPs) below which a task does not count as its own operator kind.
+MIN_SHARE = 0.01
+TRIALS_PER_ITER = 8
+BASELINE = "tvm-xgb-nowarmup"
+ARMS = ("transfer", BASELINE)
+#: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
+GOAL_TRIALS, GOAL_GEOMEAN, GOAL_WORST = 16, 1.0, 1.5
+
+
+def _kind(mod) -> str | None:
+    """``name/iteration kinds`` of the first block of ``mod`` with a reduction (``None``: no reduction)."""
+    return next((f"{name}/{kinds}" for name, kinds in block_signature(mod) if "R" in kinds), None)
+
+
+def _operators(networks: tuple[str, ...], per_network: int, target) -> list[tuple[str, object, dict]]:
+    """``(network, extracted task, facts)`` of the chosen operators (the rule of the module docstring)."""
+    from tvm.s_tir.meta_schedule.utils import shash2hex
+
+    chosen, seen = [], set()
+    for network in networks:
+        tasks = extract_network_tasks(network, target)
+        works = sorted(task_work(tasks), key=lambda w: -w.work)  # stable: ties keep extraction order
+        kinds = {w.index: _kind(tasks[w.index].dispatched[0]) for w in works}
+        fresh = [w for w in works if kinds[w.index] and shash2hex(tasks[w.index].dispatched[0]) not in seen]
+        first_of_kind = {}
+        for w in fresh:
+            if w.share >= MIN_SHARE:
+                first_of_kind.setdefault(kinds[w.index], w)
+        order = list(first_of_kind.values()) + [w for w in fresh if w not in first_of_kind.values()]
+        for w in order[:per_network]:
+            task = tasks[w.index]
+            seen.add(shash2hex(task.dispatched[0]))
+            facts = {"kind": kinds[w.index], "share": w.share, "weight": w.weight, "mflop": w.flops / 1e6}
+            chosen.append((network, task, facts))
+    return chosen
+
+
+def _tune(network: str, task, arm: str, pack: TransferPack, work_dir: Path, target, trials: int) -> dict:
+    """Tune ``task`` alone with ``arm`` to ``trials`` trials in ``work_dir`` (resuming); what it took."""
+    options = TuneOptions(trials=trials, trials_per_iter=TRIALS_PER_ITER)
+    if arm == "transfer":
+        parts = {
+            "cost_model": DEFAULT_POLICY.cost_model(pack),
+            "search_strategy": DEFAULT_POLICY.search_strategy(pack, options),
+            "transfer_pack": pack,
+        }
+    else:
+        parts = {"cost_model": BASELINE}
+    start = time.perf_counter()
+    result = tune_network(network, work_dir, tasks=[task], target=target, options=options, **parts)
+    return {
+        "from_pack": bool(result.from_pack),
+        "new_trials": result.new_trials,
+        "tune_seconds": time.perf_counter() - start,
+    }
+
+
+def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, target, args) -> dict:
+    """Tune both arms of one operator, re-time their picks together, and return its report row."""
+    from tvm.s_tir.meta_schedule.utils import shash2hex
+
+    checkpoints, last = args.checkpoints, args.checkpoints[-1]
+    row = {"network": network, "task": task.task_name, **facts, "arms": {}}
+    picks, mods = {}, {}
+    for arm in ARMS:
+        work_dir = work_root / model_slug(network) / task.task_name / arm
+        row["arms"][arm] = _tune(network, task, arm, pack, work_dir, target, last)
+        records = records_in_order(work_dir)
+        row["arms"][arm]["records"] = len(records)
+        measured = [seconds for _, seconds in records]
+        for n in checkpoints if arm == "transfer" else (last,):
+            if not records:
+                continue
+            best = int(np.argmin(measured[:n]))
+            key = shash2hex(records[best][0])
+            picks[arm, n] = (key, measured[best])
+            mods.setdefault(key, records[best][0])
+    cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
+    latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
+    base_key, base_measured = picks.get((BASELINE, last), (None, math.inf))
+    base = latency.get(base_key, math.inf)
+    row["baseline_us"] = base * 1e6 if math.isfinite(base) else None
+    row["retimed_us"], row["ratio"], row["ratio_measured"] = {}, {}, {}
+    for n in checkpoints:
+        key, measured = picks.get(("transfer", n), (None, math.inf))
+        seconds = latency.get(key, math.inf)
+        row["retimed_us"][str(n)] = seconds * 1e6 if math.isfinite(seconds) else None
+        # inf: the pick failed or there was none; None: no baseline to compare with.
+        row["ratio"][str(n)] = seconds / base if math.isfinite(base) else None
+        row["ratio_measured"][str(n)] = measured / base_measured if math.isfinite(base_measured) else None
+    row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+    return row
+
+
+def _summary(report: dict) -> dict:
+    """Geometric mean and worst ratio over the finished operators at each checkpoint, and the goals."""
+    out: dict = {"geomean": {}, "worst": {}}
+    for n in report["checkpoints"]:
+        ratios = [r["ratio"][str(n)] for r in report["rows"] if r["ratio"].get(str(n)) is not None]
+        out["geomean"][str(n)] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
+        out["worst"][str(n)] = max(ratios) if ratios else None
+    geomean, worst = out["geomean"].get(str(GOAL_TRIALS)), out["worst"].get(str(GOAL_TRIALS))
+    out["goals"] = {
+        f"geomean at {GOAL_TRIALS} <= {GOAL_GEOMEAN}": None if geomean is None else geomean <= GOAL_GEOMEAN,
+        f"no operator above {GOAL_WORST} at {GOAL_TRIALS}": None if worst is None else worst <= GOAL_WORST,
+    }
+    return out
+
+
+def _markdown(report: dict) -> str:
+    checkpoints, summary = report["checkpoints"], report["summary"]
+    last = checkpoints[-1]
+    pack = report["pack"]
+    lines = [
+        "# Transfer per operator, held out",
+        "",
+        f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
+        f"`{report['target']}`; pack `{pack['path']}` ({pack['describe']}). Operators of "
+        f"{', '.join(report['networks'])}. Per operator: the transfer arm's pick after N trials relative "
+        f"to {BASELINE}'s pick after {last}, both re-timed together (fastest of {report['rounds']} "
+        "interleaved rounds); in brackets the same ratio as the tuner measured it.",
+        "",
+        "| network | task | kind | work share | MFLOP | baseline µs | "
+        + " | ".join(f"{n} trials" for n in checkpoints)
+        + " | from pack |",
+        "|---|---|---|---|---|---|" + "---|" * len(checkpoints) + "---|",
+    ]
+
+    def cell(value: float | None, fmt: str = ".3f") -> str:
+        return "n/a" if value is None else f"{value:{fmt}}"
+
+    for r in report["rows"]:
+        ratios = [f"{cell(r['ratio'][str(n)])} ({cell(r['ratio_measured'][str(n)])})" for n in checkpoints]
+        lines.append(
+            f"| {r['network']} | {r['task']} | {r['kind']} | {r['share']:.3f} | {r['mflop']:.1f} | "
+            f"{cell(r['baseline_us'], '.1f')} | "
+            + " | ".join(ratios)
+            + f" | {'yes' if r['arms']['transfer']['from_pack'] else 'no'} |"
+        )
+    geomeans = " | ".join(cell(summary["geomean"][str(n)]) for n in checkpoints)
+    lines += [f"| geometric mean | | | | | | {geomeans} | |", ""]
+    missing = [
+        f"{n}/{t}"
+        for n, t in report["planned"]
+        if (n, t) not in {(r["network"], r["task"]) for r in report["rows"]}
+    ]
+    if missing:
+        lines += [f"Operators not measured yet: {', '.join(missing)}.", ""]
+    geomean, worst = summary["geomean"].get(str(GOAL_TRIALS)), summary["worst"].get(str(GOAL_TRIALS))
+    figures = {0: cell(geomean), 1: cell(worst)}
+    for i, (goal, met) in enumerate(summary["goals"].items()):
+        verdict = "not measured" if met is None else ("met" if met else "missed")
+        lines.append(f"- Goal: {goal} (vs {BASELINE} at {last}): {verdict}, {figures[i]}.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: one bert_tiny_layer task, 8/16 trials"
+    )
+    parser.add_argument(
+        "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
+    )
+    parser.add_argument("--work-root", default="work/bench_transfer_ops", help="root of the work dirs")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    logging.basicConfig(level=logging.WARNING)
+    networks = QUICK_NETWORKS if args.quick else HELD_OUT
+    per_network = QUICK_PER_NETWORK if args.quick else PER_NETWORK
+    args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
+    args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
+
+    target = host_target()
+    work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
+    pack = TransferPack.open(args.pack)
+    if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
+        _check_held_out(pack, networks)
+    path = report_path("transfer", "transfer_operators", ".json", args.quick)
+    report = json.loads(path.read_text()) if path.is_file() else None
+    if report is not None and report["target_id"] != target_id(target):
+        raise SystemExit(
+            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
+            "move it away to start over here"
+        )
+    if not args.quick and report and report["rows"] and report["pack"]["created"] != pack.manifest["created"]:
+        raise SystemExit(
+            f"{path} holds operators tuned with the pack created {report['pack']['created']}, "
+            f"{pack.path} was created {pack.manifest['created']}: pass that pack, or move the report away"
+        )
+    if report is None or args.quick:
+        report = {"rows": []}
+    operators = _operators(networks, per_network, target)
+    report.update(
+        {
+            "networks": list(networks),
+            "checkpoints": list(args.checkpoints),
+            "rounds": args.rounds,
+            "planned": [[network, task.task_name] for network, task, _ in operators],
+            "target": str(target),
+            "target_id": target_id(target),
+            "machine": machine_info(),
+            "pack": {
+                "path": str(pack.path),
+                "describe": pack.describe(),
+                "created": pack.manifest["created"],
+            },
+        }
+    )
+    done = {(r["network"], r["task"]) for r in report["rows"]}
+    todo = [
+        (network, task, facts) for network, task, facts in operators if (network, task.task_name) not in done
+    ]
+    for network, task, facts in todo:
+        print(
+            f"\n== {network}: {task.task_name} ({facts['kind']}, {facts['share']:.1%} of the work)",
+            flush=True,
+        )
+        report["rows"].append(_measure_operator(network, task, facts, pack, work_root, target, args))
+        report["summary"] = _summary(report)
+        write_report("transfer", "transfer_operators", report, _markdown(report), args.quick)
+    if not todo:  # nothing left to measure: re-draw the table
+        report["summary"] = _summary(report)
+        write_report("transfer", "transfer_operators", report, _markdown(report), args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
