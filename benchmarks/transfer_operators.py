@@ -2,7 +2,7 @@
 default policy) and with TVM's ``XGBModel(num_warmup_samples=0)``; the best latency after 8, 16, 32 and 64
 trials relative to TVM's after 64, re-timed.
 
-Operators. The held-out networks (``benchmarks.transfer_networks.HELD_OUT``) are extracted as ``compile``
+Operators. The held-out networks (``benchmarks.corpus.HELD_OUT``) are extracted as ``compile``
 extracts them on this machine's target. Per network the tasks are ranked by their share of the network's
 work (weight x FLOPs, ``task_work``). Walking down that ranking, the heaviest task of each operator kind
 with at least :data:`MIN_SHARE` of the work is taken first, then the heaviest tasks not yet taken, until
@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
-from benchmarks.transfer_networks import HELD_OUT, _check_held_out
+from benchmarks.corpus import HELD_OUT
+from benchmarks.transfer_networks import _check_held_out
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.transfer import DEFAULT_PACK

@@ -121,6 +121,14 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
     assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
 
 
+def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials(pack, target, tmp_path):
+    compiled = compile_network(
+        "mlp", tmp_path / "fresh", target=target, runtimes=[], rounds=1, transfer_pack=pack
+    )
+    assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
+    assert len(applied_tasks(tmp_path / "fresh")) == 3
+
+
 def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):
     other = _other_target(target)
     assert target_id(other) != target_id(target)
