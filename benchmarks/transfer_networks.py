@@ -107,7 +107,7 @@ def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path,
     }
 
 
-def _time_arms(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
+def time_work_dirs(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "max_abs_error"}}``."""
     import tvm
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                     arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms
                 }
                 references = budget in (budgets[0], budgets[-1])
-                latency = _time_arms(network, dirs, target, args.rounds, references)
+                latency = time_work_dirs(network, dirs, target, args.rounds, references)
                 report["points"].append(
                     {
                         "network": network,

@@ -88,6 +88,16 @@ def test_a_changed_part_is_refused(pack, tmp_path):
         TransferPack.open(copy)
 
 
+def test_a_model_the_manifest_names_outside_its_checksummed_parts_is_refused(pack, tmp_path):
+    copy = _copy(pack, tmp_path)
+    shutil.copyfile(copy / "models" / "xgboost.model", copy / "models" / "unlisted.model")
+    manifest = json.loads((copy / MANIFEST_FILE).read_text())
+    manifest["models"]["xgboost"] = "models/unlisted.model"
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(TransferPackError, match="is not a verified part"):
+        TransferPack.open(copy).model()
+
+
 def test_a_missing_part_is_refused_and_the_cli_says_what_to_do(pack, tmp_path, capsys):
     copy = _copy(pack, tmp_path)
     (copy / "models" / "xgboost.model").unlink()

@@ -187,6 +187,8 @@ class TransferPack:
             raise TransferPackError(
                 f"{self.path}: no model {name!r}; the pack has {sorted(models) or 'none'}"
             )
+        if models[name] not in self.manifest.get("parts", {}):  # only checksummed files are read
+            raise TransferPackError(f"{self.path}: model {name!r} is not a verified part; {_REBUILD}")
         try:
             return load_cost_model(str(self.path / models[name]))
         except CostModelFileError as error:
