@@ -59,6 +59,30 @@ def write_report(system: str, name: str, report: dict, markdown: str, quick: boo
     print(markdown)
 
 
+def network_axes(networks: list[str], width: float = 4.4, height: float = 3.7):
+    """A matplotlib figure with one panel per network, side by side (headless): ``(figure, axes)``, each
+    panel titled with its network."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(networks), figsize=(width * len(networks), height), squeeze=False)
+    for ax, network in zip(axes[0], networks, strict=True):
+        ax.set_title(network, fontsize=9)
+    return fig, list(axes[0])
+
+
+def save_figure(fig: Any, system: str, name: str, quick: bool = False) -> None:
+    """Lay out ``fig`` and write it to ``results/<system>/<name>.png`` (see :func:`report_path`), whole or
+    not at all."""
+    fig.tight_layout()
+    path = report_path(system, name, ".png", quick)
+    partial = path.with_suffix(".tmp.png")
+    fig.savefig(partial, dpi=110)
+    partial.replace(path)
+
+
 #: Interleaved timing rounds of :func:`retime`: enough for the fastest of them to be steadier than the median
 #: of fewer rounds (``docs/copula_search.md``, "Why re-timed", has the measurement).
 RETIME_ROUNDS = 8

@@ -24,7 +24,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import git_commit, machine_info, report_path, write_report
+from benchmarks.common import git_commit, machine_info, network_axes, report_path, save_figure, write_report
 from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.compile import compile_network
@@ -133,16 +133,11 @@ def _markdown(report: dict) -> str:
 
 
 def _plot(report: dict, work_root: Path, quick: bool) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     networks = [n for n in report["networks"] if any(p["network"] == n for p in report["points"])]
     if not networks:
         return
-    fig, axes = plt.subplots(1, len(networks), figsize=(4.2 * len(networks), 3.6), squeeze=False)
-    for ax, network in zip(axes[0], networks, strict=True):
+    fig, axes = network_axes(networks, 4.2, 3.6)
+    for ax, network in zip(axes, networks, strict=True):
         mine = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
         xs = [max(p["trials"], 1) for p in mine if _latencies(p).get("TVM")]
         ys = [_latencies(p)["TVM"] for p in mine if _latencies(p).get("TVM")]
@@ -157,14 +152,10 @@ def _plot(report: dict, work_root: Path, quick: bool) -> None:
                 ax.axhline(min(values), linestyle=style, color="gray", label=name)
         ax.set_xscale("symlog", linthresh=50)
         ax.set_yscale("log")
-        ax.set_title(network, fontsize=9)
         ax.set_xlabel("trials")
         ax.set_ylabel("latency (ms)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    path = report_path("networks", "networks", ".png", quick)
-    fig.savefig(path.with_suffix(".tmp.png"), dpi=110)
-    path.with_suffix(".tmp.png").replace(path)
+    axes[0].legend(fontsize=7)
+    save_figure(fig, "networks", "networks", quick)
 
 
 def _load(quick: bool) -> dict | None:

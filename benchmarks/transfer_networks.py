@@ -28,7 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.common import git_commit, machine_info, report_path, write_report
+from benchmarks.common import git_commit, machine_info, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import HELD_OUT
 from tvm_transfer.networks import load_model, model_slug, relax_module
 from tvm_transfer.runtimes import RUNTIMES, ComparedModel, as_arrays, compare_runtimes
@@ -213,16 +213,11 @@ def _markdown(report: dict) -> str:
 
 
 def _plot(report: dict, work_root: Path, quick: bool) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     networks = [n for n in report["networks"] if any(p["network"] == n for p in report["points"])]
     if not networks:
         return
-    fig, axes = plt.subplots(1, len(networks), figsize=(4.6 * len(networks), 3.8), squeeze=False)
-    for ax, network in zip(axes[0], networks, strict=True):
+    fig, axes = network_axes(networks)
+    for ax, network in zip(axes, networks, strict=True):
         points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
         for arm in report["arms"]:
             xs = [p["arms"][arm]["trials"] for p in points if p["latency"].get(arm, {}).get("ms")]
@@ -237,15 +232,10 @@ def _plot(report: dict, work_root: Path, quick: bool) -> None:
                 ax.plot(*zip(*curve, strict=True), "-", alpha=0.4, color=line.get_color())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(network, fontsize=9)
         ax.set_xlabel("trials")
         ax.set_ylabel("latency (ms)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    name = "transfer_dev" if report["dev"] else "transfer_networks"
-    path = report_path("transfer", name, ".png", quick)
-    fig.savefig(path.with_suffix(".tmp.png"), dpi=110)
-    path.with_suffix(".tmp.png").replace(path)
+    axes[0].legend(fontsize=7)
+    save_figure(fig, "transfer", "transfer_dev" if report["dev"] else "transfer_networks", quick)
 
 
 def main(argv: list[str] | None = None) -> int:
