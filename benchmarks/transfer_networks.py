@@ -69,6 +69,17 @@ def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, .
     return "transfer_networks", HELD_OUT, BUDGETS, ARMS
 
 
+def run_context(pack: TransferPack, target) -> dict:
+    """What a transfer report records about its run: target, machine and the pack (path, summary, creation
+    time, by which a resumed run recognises its pack)."""
+    return {
+        "target": str(target),
+        "target_id": target_id(target),
+        "machine": machine_info(),
+        "pack": {"path": str(pack.path), "describe": pack.describe(), "created": pack.manifest["created"]},
+    }
+
+
 def _check_held_out(pack: TransferPack, networks: tuple[str, ...]) -> None:
     """Refuse a pack that holds, or does not explicitly exclude, any network of the study."""
     excluded = set(pack.manifest.get("excluded_networks", []))
@@ -281,14 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             "budgets": list(budgets),
             "arms": list(arms),
             "rounds": args.rounds,
-            "target": str(target),
-            "target_id": target_id(target),
-            "machine": machine_info(),
-            "pack": {
-                "path": str(pack.path),
-                "describe": pack.describe(),
-                "created": pack.manifest["created"],
-            },
+            **run_context(pack, target),
         }
     )
 

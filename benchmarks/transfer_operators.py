@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
+from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
 from benchmarks.corpus import HELD_OUT
-from benchmarks.transfer_networks import _check_held_out
+from benchmarks.transfer_networks import _check_held_out, run_context
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.transfer import DEFAULT_PACK
@@ -258,14 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             "checkpoints": list(args.checkpoints),
             "rounds": args.rounds,
             "planned": [[network, task.task_name] for network, task, _ in operators],
-            "target": str(target),
-            "target_id": target_id(target),
-            "machine": machine_info(),
-            "pack": {
-                "path": str(pack.path),
-                "describe": pack.describe(),
-                "created": pack.manifest["created"],
-            },
+            **run_context(pack, target),
         }
     )
     done = {(r["network"], r["task"]) for r in report["rows"]}
