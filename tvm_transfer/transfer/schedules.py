@@ -275,8 +275,8 @@ class ScheduleDatabase:
         """The kept records as copula sources (:class:`~tvm_transfer.search_strategy.copula.SourceRecord`:
         trace, mean latency in seconds, workload hash, descriptor on the target it was measured on), for
         seeding searches from the pack: the ``ranks`` fastest of every workload and target (``None``: all;
-        each takes about 10 ms to replay). A record whose trace no longer replays is skipped with a
-        warning."""
+        each record's trace is replayed on its workload, the slow part). A record whose trace no longer
+        replays is skipped with a warning."""
         workloads: dict[str, ms.database.Workload] = {}
         sources = []
         for entry in self.entries:
