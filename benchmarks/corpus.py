@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 #: Networks whose tasks make the corpus: residual, inverted-bottleneck (with squeeze-excitation), RegNet,
-#: ConvNeXt and vision-transformer families.
+#: ConvNeXt and vision-transformer families; two of them also at a smaller input size (other shapes).
 NETWORKS = (
     "torchvision:resnet18",
     "torchvision:resnet50",
@@ -26,6 +26,8 @@ NETWORKS = (
     "torchvision:regnet_x_400mf",
     "torchvision:convnext_tiny",
     "torchvision:vit_b_16",
+    "torchvision:resnet50@1,3,160,160",
+    "torchvision:mobilenet_v2@1,3,160,160",
 )
 #: Never in the corpus: an EfficientNet and a BERT-base encoder, one per family a user is likely to bring.
 HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")

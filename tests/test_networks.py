@@ -264,6 +264,31 @@ def test_model_slug_is_a_file_name():
     assert model_slug("torchvision:resnet18") == "torchvision-resnet18"
     assert model_slug("pkg.models:make_net") == "pkg.models-make_net"
     assert model_slug("/data/models/bert.onnx", (1, 64)) == "bert-1x64"
+    assert model_slug("torchvision:resnet50@1,3,160,160") == "torchvision-resnet50-1x3x160x160"
+
+
+def test_a_name_ending_in_a_shape_loads_that_shape_and_keeps_its_name(target):
+    model = load_model("resnet_block@1,64,28,28")
+    assert model.name == "resnet_block@1,64,28,28"
+    assert model.inputs[0].shape == (1, 64, 28, 28)
+    tasks = extract_network_tasks(model, target)
+    # Every task's output (its last parameter) is the block's feature map at that size.
+    assert tasks and all(
+        [int(d) for d in t.dispatched[0]["main"].params[-1].shape] == [1, 64, 28, 28] for t in tasks
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "message"),
+    [
+        ("torchvision:resnet18@1x3x160x160", None, "after '@': '1x3x160x160' is not a shape"),
+        ("resnet_block@1,0,8,8", None, "is not a shape"),
+        ("resnet_block@1,64,8,8", (1, 64, 8, 8), "already gives an input shape; drop --input-shape"),
+    ],
+)
+def test_a_bad_shape_in_a_name_is_refused(name, shape, message):
+    with pytest.raises(ModelSourceError, match=message):
+        load_model(name, shape)
 
 
 def test_untuned_torchvision_network_matches_pytorch(target, tmp_path):

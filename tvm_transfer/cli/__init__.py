@@ -364,15 +364,12 @@ MODEL_HELP = (
 
 def _input_shape(text: str) -> tuple[int, ...]:
     """``--input-shape``: comma-separated positive integers, batch first."""
+    from tvm_transfer.networks import parse_input_shape
+
     try:
-        shape = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        shape = ()
-    if not shape or any(v < 1 for v in shape):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a shape: comma-separated positive integers, e.g. 1,3,224,224"
-        )
-    return shape
+        return parse_input_shape(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _runtime_keys(text: str) -> list[str]:

@@ -15,6 +15,7 @@ from tvm_transfer.networks.sources import (
     ModelSourceError,
     load_model,
     model_slug,
+    parse_input_shape,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "load_model",
     "lowering_passes",
     "model_slug",
+    "parse_input_shape",
     "prepack_passes",
     "relax_module",
 ]

@@ -7,6 +7,10 @@ A model is named by one string:
 - a path ending in ``.onnx``;
 - ``package.module:factory``, a callable of the user's returning ``(torch.nn.Module, example_inputs)``.
 
+A built-in, torchvision or ONNX name may end in ``@SHAPE`` (``torchvision:resnet50@1,3,160,160``): the
+input shape, batch first, as ``--input-shape`` gives it. One string then names one set of tasks, which is
+what a corpus or a dataset's ``network`` column needs.
+
 Built-in and torchvision networks get seeded random weights, then their normalisation statistics are
 calibrated on random inputs and weights that their initialiser leaves at zero are drawn small: left as
 initialised, several of them output almost exactly zero, which would make any numeric check pass.
@@ -18,6 +22,7 @@ import contextlib
 import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +36,14 @@ from torch import nn
 from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.builtin import NETWORKS
 
-__all__ = ["TORCHVISION_PREFIX", "LoadedModel", "ModelSourceError", "load_model", "model_slug"]
+__all__ = [
+    "TORCHVISION_PREFIX",
+    "LoadedModel",
+    "ModelSourceError",
+    "load_model",
+    "model_slug",
+    "parse_input_shape",
+]
 
 TORCHVISION_PREFIX = "torchvision:"
 DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
@@ -64,23 +76,57 @@ def load_model(name: str, input_shape: Sequence[int] | None = None, seed: int = 
 
     ``input_shape`` (batch first) replaces the default input shape of a built-in or torchvision network
     (``1,3,224,224`` for torchvision) or fixes the first input of an ONNX model; a factory's example inputs
-    are its own. Raises :class:`ModelSourceError` naming the model and the cause."""
-    if name.startswith(TORCHVISION_PREFIX):
-        return _torchvision(name, input_shape, seed)
-    if name.endswith(".onnx"):
-        return _onnx(name, input_shape, seed)
-    if ":" in name:
+    are its own; a name's ``@SHAPE`` suffix does the same. Raises :class:`ModelSourceError` naming the
+    model and the cause."""
+    base, named_shape = _split_shape(name)
+    if named_shape is not None and input_shape is not None:
+        raise ModelSourceError(name, "the name already gives an input shape; drop --input-shape")
+    input_shape = named_shape if named_shape is not None else input_shape
+    if base.startswith(TORCHVISION_PREFIX):
+        model = _torchvision(base, input_shape, seed)
+    elif base.endswith(".onnx"):
+        model = _onnx(base, input_shape, seed)
+    elif ":" in base:
         if input_shape is not None:
             raise ModelSourceError(name, "a factory returns its own example inputs; drop --input-shape")
-        return _factory(name)
-    return _builtin(name, input_shape, seed)
+        model = _factory(base)
+    else:
+        model = _builtin(base, input_shape, seed)
+    model.name = name
+    return model
 
 
 def model_slug(name: str, input_shape: Sequence[int] | None = None) -> str:
     """A file-name-safe name of a model (work dirs, reports): ``torchvision-resnet18``, an ONNX file's stem,
-    ``package.module-factory``; an ``input_shape`` is appended as ``-1x3x160x160``."""
+    ``package.module-factory``; an input shape (``input_shape`` or the name's ``@SHAPE``) is appended as
+    ``-1x3x160x160``."""
+    name, named_shape = _split_shape(name)
+    input_shape = named_shape if named_shape is not None else input_shape
     slug = Path(name).stem if name.endswith(".onnx") else name.replace(":", "-").replace("/", "-")
     return slug + ("-" + "x".join(map(str, input_shape)) if input_shape else "")
+
+
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """An input shape from comma-separated positive integers, batch first (``1,3,224,224``); raises
+    ``ValueError`` with an example otherwise."""
+    try:
+        shape = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(v < 1 for v in shape):
+        raise ValueError(f"{text!r} is not a shape: comma-separated positive integers, e.g. 1,3,224,224")
+    return shape
+
+
+def _split_shape(name: str) -> tuple[str, tuple[int, ...] | None]:
+    """``name`` without its ``@SHAPE`` suffix, and that shape (``None`` without one)."""
+    base, at, shape = name.rpartition("@")
+    if not at or not re.fullmatch(r"[0-9,x]+", shape):  # a path may hold an '@' of its own
+        return name, None
+    try:
+        return base, parse_input_shape(shape)
+    except ValueError as error:
+        raise ModelSourceError(name, f"after '@': {error}") from None
 
 
 def _builtin(name: str, input_shape: Sequence[int] | None, seed: int) -> LoadedModel:
