@@ -80,7 +80,27 @@ def run_context(pack: TransferPack, target) -> dict:
     }
 
 
-def _check_held_out(pack: TransferPack, networks: tuple[str, ...]) -> None:
+def load_resumable(path: Path, pack: TransferPack, target) -> dict | None:
+    """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
+    target, or one holding results of another pack (a resumed run must add to the same comparison)."""
+    report = json.loads(path.read_text()) if path.is_file() else None
+    if report is None:
+        return None
+    if report["target_id"] != target_id(target):
+        raise SystemExit(
+            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
+            "move it away to start over here"
+        )
+    if report["pack"]["created"] != pack.manifest["created"]:
+        raise SystemExit(
+            f"{path} holds results of the pack created {report['pack']['created']}, {pack.path} was "
+            f"created {pack.manifest['created']}: pass that pack, or move the report (and the work dirs "
+            "tuned with it) away"
+        )
+    return report
+
+
+def check_held_out(pack: TransferPack, networks: tuple[str, ...]) -> None:
     """Refuse a pack that holds, or does not explicitly exclude, any network of the study."""
     excluded = set(pack.manifest.get("excluded_networks", []))
     held = set(pack.manifest.get("networks", []))
@@ -275,15 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     work_root = Path(args.work_root) / ("dev" if args.dev else "held-out") / mcpu
     pack = TransferPack.open(args.pack)
     if not args.quick:
-        _check_held_out(pack, networks)
+        check_held_out(pack, networks)
     path = report_path("transfer", name, ".json", args.quick)
-    report = json.loads(path.read_text()) if path.is_file() else None
-    if report is not None and report["target_id"] != target_id(target):
-        raise SystemExit(
-            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
-            "move it away to start over here"
-        )
-    if report is None or args.quick:
+    report = None if args.quick else load_resumable(path, pack, target)
+    if report is None:
         report = {"points": []}
     report.update(
         {

@@ -33,7 +33,6 @@ every operator; a re-run skips finished operators, and the work dirs resume an i
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import time
@@ -44,9 +43,9 @@ import numpy as np
 
 from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
 from benchmarks.corpus import HELD_OUT
-from benchmarks.transfer_networks import _check_held_out, run_context
+from benchmarks.transfer_networks import check_held_out, load_resumable, run_context
 from tvm_transfer.networks import model_slug
-from tvm_transfer.target import host_target, target_id
+from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY
@@ -236,20 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
     pack = TransferPack.open(args.pack)
     if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
-        _check_held_out(pack, networks)
+        check_held_out(pack, networks)
     path = report_path("transfer", "transfer_operators", ".json", args.quick)
-    report = json.loads(path.read_text()) if path.is_file() else None
-    if report is not None and report["target_id"] != target_id(target):
-        raise SystemExit(
-            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
-            "move it away to start over here"
-        )
-    if not args.quick and report and report["rows"] and report["pack"]["created"] != pack.manifest["created"]:
-        raise SystemExit(
-            f"{path} holds operators tuned with the pack created {report['pack']['created']}, "
-            f"{pack.path} was created {pack.manifest['created']}: pass that pack, or move the report away"
-        )
-    if report is None or args.quick:
+    report = None if args.quick else load_resumable(path, pack, target)
+    if report is None:
         report = {"rows": []}
     operators = _operators(networks, per_network, target)
     report.update(
