@@ -1,9 +1,11 @@
 """An exact-match network compiles to its tuned latency with 0 trials: every network a transfer pack was
 built from, tuned on this machine's target, is compiled in a fresh work dir from the pack alone and timed
-against the run it was packed from, in the same interleaved rounds (fastest kept).
+against the run it was packed from, in the same interleaved rounds (fastest kept). A network packed from
+several runs on this target is timed against the one with the most records (the pack keeps the best
+records of all of them, so it can only be faster).
 
     python -m benchmarks.transfer_exact                 # the shipped pack
-    python -m benchmarks.transfer_exact --pack PATH
+    python -m benchmarks.transfer_exact --pack PATH --networks torchvision:resnet18,torchvision:vit_b_16
 """
 
 from __future__ import annotations
@@ -46,6 +48,20 @@ def _row(network: str, source: Path, pack: TransferPack, work_root: Path, target
     }
 
 
+def _tuned_runs(pack: TransferPack, target: str) -> dict[str, Path]:
+    """Per network of the pack's sources, its source work dir with the most records on ``target``."""
+    best: dict[str, tuple[int, Path]] = {}
+    for source in map(Path, pack.manifest["sources"]):
+        network = read_sidecar(source)[0] if source.is_dir() else None
+        if network is None:
+            continue
+        records = open_database(source).get_all_tuning_records()
+        count = sum(1 for r in records if target_id(r.target) == target)
+        if count and count > best.get(network, (0, source))[0]:
+            best[network] = (count, source)
+    return {network: source for network, (_, source) in sorted(best.items())}
+
+
 def _markdown(report: dict) -> str:
     lines = [
         "# Exact match: a network of the pack compiled with 0 trials",
@@ -78,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work-root", default="work/bench_transfer/exact", help="root of the fresh work dirs"
     )
+    parser.add_argument("--networks", help="comma-separated networks of the pack (default: all)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -86,10 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     if target_id(target) not in pack.targets:
         raise SystemExit(f"{pack.path} holds no records of this machine's target {target_id(target)}")
     rows = []
-    for source in map(Path, pack.manifest["sources"]):
-        network = read_sidecar(source)[0] if source.is_dir() else None
-        if network is None:
-            continue
+    runs = _tuned_runs(pack, target_id(target))
+    wanted = args.networks.split(",") if args.networks else list(runs)
+    unknown = [n for n in wanted if n not in runs]
+    if unknown:
+        raise SystemExit(f"{pack.path} holds no run of {', '.join(unknown)} on {target_id(target)}")
+    for network, source in ((n, runs[n]) for n in wanted):
         print(f"== {network}", flush=True)
         rows.append(_row(network, source, pack, Path(args.work_root), target, args.rounds))
     report = {
