@@ -29,8 +29,12 @@ from tvm_transfer.tuning.session import open_database
 TUNED, FROM_PACK = "tuned run", "pack, 0 trials"
 
 
-def _row(network: str, source: Path, pack: TransferPack, work_root: Path, target, rounds: int) -> dict:
-    """Apply ``pack`` to ``network`` in a fresh work dir and time it against ``source``."""
+def _row(
+    network: str, run: tuple[Path, int], pack: TransferPack, work_root: Path, target, rounds: int
+) -> dict:
+    """Apply ``pack`` to ``network`` in a fresh work dir and time it against ``run`` (its tuned work dir and
+    that dir's record count on ``target``)."""
+    source, source_records = run
     fresh = work_root / model_slug(network)
     shutil.rmtree(fresh, ignore_errors=True)
     tasks = extract_network_tasks(load_model(network), target)
@@ -39,7 +43,7 @@ def _row(network: str, source: Path, pack: TransferPack, work_root: Path, target
     return {
         "network": network,
         "source": str(source),
-        "source_records": len(open_database(source).get_all_tuning_records()),
+        "source_records": source_records,
         "tasks": len(tasks),
         "applied": len(applied),
         "tuned_ms": latency[TUNED]["ms"],
@@ -48,8 +52,9 @@ def _row(network: str, source: Path, pack: TransferPack, work_root: Path, target
     }
 
 
-def _tuned_runs(pack: TransferPack, target: str) -> dict[str, Path]:
-    """Per network of the pack's sources, its source work dir with the most records on ``target``."""
+def _tuned_runs(pack: TransferPack, target: str) -> dict[str, tuple[Path, int]]:
+    """Per network of the pack's sources, its source work dir with the most records on ``target``, and
+    that count."""
     best: dict[str, tuple[int, Path]] = {}
     for source in map(Path, pack.manifest["sources"]):
         network = read_sidecar(source)[0] if source.is_dir() else None
@@ -59,7 +64,7 @@ def _tuned_runs(pack: TransferPack, target: str) -> dict[str, Path]:
         count = sum(1 for r in records if target_id(r.target) == target)
         if count and count > best.get(network, (0, source))[0]:
             best[network] = (count, source)
-    return {network: source for network, (_, source) in sorted(best.items())}
+    return {network: (source, count) for network, (count, source) in sorted(best.items())}
 
 
 def _markdown(report: dict) -> str:
@@ -108,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in wanted if n not in runs]
     if unknown:
         raise SystemExit(f"{pack.path} holds no run of {', '.join(unknown)} on {target_id(target)}")
-    for network, source in ((n, runs[n]) for n in wanted):
+    for network in wanted:
         print(f"== {network}", flush=True)
-        rows.append(_row(network, source, pack, Path(args.work_root), target, args.rounds))
+        rows.append(_row(network, runs[network], pack, Path(args.work_root), target, args.rounds))
     report = {
         "pack": str(pack.path),
         "pack_created": pack.manifest["created"],
