@@ -100,11 +100,13 @@ def load_resumable(path: Path, pack: TransferPack, target) -> dict | None:
     return report
 
 
-def check_held_out(pack: TransferPack, networks: tuple[str, ...]) -> None:
-    """Refuse a pack that holds, or does not explicitly exclude, any network of the study."""
+def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool = True) -> None:
+    """Refuse a pack that holds any network of the study, or (``listed``) does not explicitly exclude it.
+    Development studies need not be listed: a network missing from the manifest's networks was never in
+    the corpus."""
     excluded = set(pack.manifest.get("excluded_networks", []))
     held = set(pack.manifest.get("networks", []))
-    leaked = [n for n in networks if n in held or n not in excluded]
+    leaked = [n for n in networks if n in held or (listed and n not in excluded)]
     if leaked:
         raise SystemExit(
             f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "

@@ -15,8 +15,12 @@ Arms. Every operator is tuned alone, per arm in ``work/bench_transfer_ops/<mcpu>
 to 64 trials in batches of 8:
 
 * ``transfer``: the pack's record of the task measured on this target when it has one (0 trials),
-  else the default policy's cost model (the pack's model, guarded) and copula-seeded search;
+  else the default policy's cost model and search strategy;
 * ``tvm-xgb-nowarmup``: MetaSchedule's ``XGBModel(num_warmup_samples=0)``, evolutionary search.
+
+``--dev`` is the development study of the policy's parts at these budgets: operators of networks the pack
+does not hold (:data:`DEV_NETWORKS`), one arm per candidate policy (:data:`DEV_ARMS`), the same baseline.
+Each transfer arm keeps the guard's weight after every measured batch.
 
 The pick after N trials is the record an arm measured fastest among its first N records, in measurement
 order. All picks of an operator are re-timed together (``benchmarks.common.retime``: interleaved rounds,
@@ -27,6 +31,7 @@ The pack must exclude the held-out networks (as ``transfer_networks`` checks). T
 every operator; a re-run skips finished operators, and the work dirs resume an interrupted tuning.
 
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
+    nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8 and 16 trials
 """
 
@@ -47,8 +52,9 @@ from benchmarks.transfer_networks import check_held_out, load_resumable, run_con
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.transfer.policy import DEFAULT_POLICY
+from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.schedule_transfer import block_signature
 from tvm_transfer.tuning.session import TuneOptions
@@ -60,7 +66,17 @@ QUICK_NETWORKS, QUICK_CHECKPOINTS, QUICK_PER_NETWORK, QUICK_ROUNDS = ("bert_tiny
 MIN_SHARE = 0.01
 TRIALS_PER_ITER = 8
 BASELINE = "tvm-xgb-nowarmup"
-ARMS = ("transfer", BASELINE)
+#: The transfer arms (name: policy) of the held-out study, and of the development study.
+ARMS = {"transfer": DEFAULT_POLICY}
+DEV_NETWORKS = ("torchvision:mnasnet1_0", "bert_small_layer")
+DEV_ARMS = {
+    policy.name: policy
+    for policy in (
+        TransferPolicy(seed_search=False),
+        TransferPolicy(seed_search=False, guard_confidence=1.0),
+        TransferPolicy(),
+    )
+}
 #: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
 GOAL_TRIALS, GOAL_GEOMEAN, GOAL_WORST = 16, 1.0, 1.5
 
@@ -93,40 +109,46 @@ def _operators(networks: tuple[str, ...], per_network: int, target) -> list[tupl
     return chosen
 
 
-def _tune(network: str, task, arm: str, pack: TransferPack, work_dir: Path, target, trials: int) -> dict:
-    """Tune ``task`` alone with ``arm`` to ``trials`` trials in ``work_dir`` (resuming); what it took."""
+def _tune(
+    network: str, task, policy: TransferPolicy | None, pack: TransferPack, work_dir: Path, target, trials: int
+) -> dict:
+    """Tune ``task`` alone with ``policy`` (``None``: the baseline) to ``trials`` trials in ``work_dir``
+    (resuming); what it took, and the guard's weight after each batch it measured."""
     options = TuneOptions(trials=trials, trials_per_iter=TRIALS_PER_ITER)
-    if arm == "transfer":
+    parts: dict = {"cost_model": BASELINE}
+    if policy is not None:
         parts = {
-            "cost_model": DEFAULT_POLICY.cost_model(pack),
-            "search_strategy": DEFAULT_POLICY.search_strategy(pack, options),
+            "cost_model": policy.cost_model(pack),
+            "search_strategy": policy.search_strategy(pack, options),
             "transfer_pack": pack,
         }
-    else:
-        parts = {"cost_model": BASELINE}
     start = time.perf_counter()
     result = tune_network(network, work_dir, tasks=[task], target=target, options=options, **parts)
+    guard = parts["cost_model"]
     return {
         "from_pack": bool(result.from_pack),
         "new_trials": result.new_trials,
         "tune_seconds": time.perf_counter() - start,
+        "guard_weights": [d.weight for d in guard.decisions_]
+        if isinstance(guard, GuardedCostModel)
+        else None,
     }
 
 
 def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, target, args) -> dict:
-    """Tune both arms of one operator, re-time their picks together, and return its report row."""
+    """Tune every arm of one operator, re-time their picks together, and return its report row."""
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     checkpoints, last = args.checkpoints, args.checkpoints[-1]
     row = {"network": network, "task": task.task_name, **facts, "arms": {}}
     picks, mods = {}, {}
-    for arm in ARMS:
+    for arm, policy in {**args.arms, BASELINE: None}.items():
         work_dir = work_root / model_slug(network) / task.task_name / arm
-        row["arms"][arm] = _tune(network, task, arm, pack, work_dir, target, last)
+        row["arms"][arm] = _tune(network, task, policy, pack, work_dir, target, last)
         records = records_in_order(work_dir)
         row["arms"][arm]["records"] = len(records)
         measured = [seconds for _, seconds in records]
-        for n in checkpoints if arm == "transfer" else (last,):
+        for n in checkpoints if policy is not None else (last,):
             if not records:
                 continue
             best = int(np.argmin(measured[:n]))
@@ -139,64 +161,98 @@ def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, ta
     base = latency.get(base_key, math.inf)
     row["baseline_us"] = base * 1e6 if math.isfinite(base) else None
     row["retimed_us"], row["ratio"], row["ratio_measured"] = {}, {}, {}
-    for n in checkpoints:
-        key, measured = picks.get(("transfer", n), (None, math.inf))
-        seconds = latency.get(key, math.inf)
-        row["retimed_us"][str(n)] = seconds * 1e6 if math.isfinite(seconds) else None
-        # inf: the pick failed or there was none; None: no baseline to compare with.
-        row["ratio"][str(n)] = seconds / base if math.isfinite(base) else None
-        row["ratio_measured"][str(n)] = measured / base_measured if math.isfinite(base_measured) else None
+    for arm in args.arms:
+        retimed, ratio, ratio_measured = {}, {}, {}
+        for n in checkpoints:
+            key, measured = picks.get((arm, n), (None, math.inf))
+            seconds = latency.get(key, math.inf)
+            retimed[str(n)] = seconds * 1e6 if math.isfinite(seconds) else None
+            # inf: the pick failed or there was none; None: no baseline to compare with.
+            ratio[str(n)] = seconds / base if math.isfinite(base) else None
+            ratio_measured[str(n)] = measured / base_measured if math.isfinite(base_measured) else None
+        row["retimed_us"][arm], row["ratio"][arm], row["ratio_measured"][arm] = retimed, ratio, ratio_measured
     row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
     return row
 
 
 def _summary(report: dict) -> dict:
-    """Geometric mean and worst ratio over the finished operators at each checkpoint, and the goals."""
-    out: dict = {"geomean": {}, "worst": {}}
-    for n in report["checkpoints"]:
-        ratios = [r["ratio"][str(n)] for r in report["rows"] if r["ratio"].get(str(n)) is not None]
-        out["geomean"][str(n)] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
-        out["worst"][str(n)] = max(ratios) if ratios else None
-    geomean, worst = out["geomean"].get(str(GOAL_TRIALS)), out["worst"].get(str(GOAL_TRIALS))
-    out["goals"] = {
-        f"geomean at {GOAL_TRIALS} <= {GOAL_GEOMEAN}": None if geomean is None else geomean <= GOAL_GEOMEAN,
-        f"no operator above {GOAL_WORST} at {GOAL_TRIALS}": None if worst is None else worst <= GOAL_WORST,
-    }
+    """Per transfer arm: geometric mean and worst ratio over the finished operators at each checkpoint,
+    and the goals."""
+    out: dict = {}
+    for arm in report["arms"]:
+        geomean, worst = {}, {}
+        for n in map(str, report["checkpoints"]):
+            ratios = [r["ratio"][arm][n] for r in report["rows"] if r["ratio"][arm].get(n) is not None]
+            geomean[n] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
+            worst[n] = max(ratios) if ratios else None
+        mean, bad = geomean.get(str(GOAL_TRIALS)), worst.get(str(GOAL_TRIALS))
+        goals = {
+            f"geomean at {GOAL_TRIALS} <= {GOAL_GEOMEAN}": None if mean is None else mean <= GOAL_GEOMEAN,
+            f"no operator above {GOAL_WORST} at {GOAL_TRIALS}": None if bad is None else bad <= GOAL_WORST,
+        }
+        out[arm] = {"geomean": geomean, "worst": worst, "goals": goals}
     return out
 
 
-def _markdown(report: dict) -> str:
-    checkpoints, summary = report["checkpoints"], report["summary"]
-    last = checkpoints[-1]
-    pack = report["pack"]
+def _cell(value: float | None, fmt: str = ".3f") -> str:
+    return "n/a" if value is None else f"{value:{fmt}}"
+
+
+def _arm_table(report: dict, arm: str) -> list[str]:
+    """The markdown table of one transfer arm and its goal lines."""
+    checkpoints, summary, last = report["checkpoints"], report["summary"][arm], report["checkpoints"][-1]
     lines = [
-        "# Transfer per operator, held out",
-        "",
-        f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
-        f"`{report['target']}`; pack `{pack['path']}` ({pack['describe']}). Operators of "
-        f"{', '.join(report['networks'])}. Per operator: the transfer arm's pick after N trials relative "
-        f"to {BASELINE}'s pick after {last}, both re-timed together (fastest of {report['rounds']} "
-        "interleaved rounds); in brackets the same ratio as the tuner measured it.",
-        "",
         "| network | task | kind | work share | MFLOP | baseline µs | "
         + " | ".join(f"{n} trials" for n in checkpoints)
         + " | from pack |",
         "|---|---|---|---|---|---|" + "---|" * len(checkpoints) + "---|",
     ]
-
-    def cell(value: float | None, fmt: str = ".3f") -> str:
-        return "n/a" if value is None else f"{value:{fmt}}"
-
     for r in report["rows"]:
-        ratios = [f"{cell(r['ratio'][str(n)])} ({cell(r['ratio_measured'][str(n)])})" for n in checkpoints]
+        ratio, measured = r["ratio"][arm], r["ratio_measured"][arm]
+        ratios = [f"{_cell(ratio[str(n)])} ({_cell(measured[str(n)])})" for n in checkpoints]
         lines.append(
             f"| {r['network']} | {r['task']} | {r['kind']} | {r['share']:.3f} | {r['mflop']:.1f} | "
-            f"{cell(r['baseline_us'], '.1f')} | "
+            f"{_cell(r['baseline_us'], '.1f')} | "
             + " | ".join(ratios)
-            + f" | {'yes' if r['arms']['transfer']['from_pack'] else 'no'} |"
+            + f" | {'yes' if r['arms'][arm]['from_pack'] else 'no'} |"
         )
-    geomeans = " | ".join(cell(summary["geomean"][str(n)]) for n in checkpoints)
+    geomeans = " | ".join(_cell(summary["geomean"][str(n)]) for n in checkpoints)
     lines += [f"| geometric mean | | | | | | {geomeans} | |", ""]
+    figures = (summary["geomean"].get(str(GOAL_TRIALS)), summary["worst"].get(str(GOAL_TRIALS)))
+    for (goal, met), figure in zip(summary["goals"].items(), figures, strict=True):
+        verdict = "not measured" if met is None else ("met" if met else "missed")
+        lines.append(f"- Goal: {goal} (vs {BASELINE} at {last}): {verdict}, {_cell(figure)}.")
+    return [*lines, ""]
+
+
+def _guard_lines(report: dict) -> list[str]:
+    """Per operator and guarded arm, the pretrained model's weight after each measured batch."""
+    lines = ["Guard: the pretrained model's weight after each measured batch (this run's batches).", ""]
+    for r in report["rows"]:
+        for arm in report["arms"]:
+            weights = r["arms"][arm].get("guard_weights")
+            if weights:
+                lines.append(f"- {r['task']}, {arm}: " + " ".join(f"{w:.2f}" for w in weights))
+    return [*lines, ""]
+
+
+def _markdown(report: dict) -> str:
+    last, pack = report["checkpoints"][-1], report["pack"]
+    title = "Transfer per operator, " + ("development study" if report["dev"] else "held out")
+    lines = [
+        f"# {title}",
+        "",
+        f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
+        f"`{report['target']}`; pack `{pack['path']}` ({pack['describe']}). Operators of "
+        f"{', '.join(report['networks'])}. Per operator: a transfer arm's pick after N trials relative "
+        f"to {BASELINE}'s pick after {last}, all re-timed together (fastest of {report['rounds']} "
+        "interleaved rounds); in brackets the same ratio as the tuner measured it.",
+        "",
+    ]
+    for arm in report["arms"]:
+        if len(report["arms"]) > 1:
+            lines += [f"## {arm}", ""]
+        lines += _arm_table(report, arm)
     missing = [
         f"{n}/{t}"
         for n, t in report["planned"]
@@ -204,12 +260,7 @@ def _markdown(report: dict) -> str:
     ]
     if missing:
         lines += [f"Operators not measured yet: {', '.join(missing)}.", ""]
-    geomean, worst = summary["geomean"].get(str(GOAL_TRIALS)), summary["worst"].get(str(GOAL_TRIALS))
-    figures = {0: cell(geomean), 1: cell(worst)}
-    for i, (goal, met) in enumerate(summary["goals"].items()):
-        verdict = "not measured" if met is None else ("met" if met else "missed")
-        lines.append(f"- Goal: {goal} (vs {BASELINE} at {last}): {verdict}, {figures[i]}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _guard_lines(report))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: one bert_tiny_layer task, 8/16 trials"
     )
+    parser.add_argument("--dev", action="store_true", help="the policy study on development operators")
     parser.add_argument(
         "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
     )
@@ -226,25 +278,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
-    networks = QUICK_NETWORKS if args.quick else HELD_OUT
+    networks = QUICK_NETWORKS if args.quick else DEV_NETWORKS if args.dev else HELD_OUT
     per_network = QUICK_PER_NETWORK if args.quick else PER_NETWORK
     args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
+    args.arms = DEV_ARMS if args.dev else ARMS
+    name = "transfer_operators_dev" if args.dev else "transfer_operators"
 
     target = host_target()
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
     pack = TransferPack.open(args.pack)
     if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
-        check_held_out(pack, networks)
-    path = report_path("transfer", "transfer_operators", ".json", args.quick)
+        check_held_out(pack, networks, listed=not args.dev)
+    path = report_path("transfer", name, ".json", args.quick)
     report = None if args.quick else load_resumable(path, pack, target)
+    if report is not None and report.get("arms") != list(args.arms):
+        raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
     if report is None:
         report = {"rows": []}
     operators = _operators(networks, per_network, target)
     report.update(
         {
+            "dev": args.dev,
             "networks": list(networks),
             "checkpoints": list(args.checkpoints),
+            "arms": list(args.arms),
             "rounds": args.rounds,
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
@@ -261,10 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         report["rows"].append(_measure_operator(network, task, facts, pack, work_root, target, args))
         report["summary"] = _summary(report)
-        write_report("transfer", "transfer_operators", report, _markdown(report), args.quick)
+        write_report("transfer", name, report, _markdown(report), args.quick)
     if not todo:  # nothing left to measure: re-draw the table
         report["summary"] = _summary(report)
-        write_report("transfer", "transfer_operators", report, _markdown(report), args.quick)
+        write_report("transfer", name, report, _markdown(report), args.quick)
     return 0
 
 

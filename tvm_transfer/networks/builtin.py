@@ -185,4 +185,7 @@ NETWORKS: dict[str, NetworkSpec] = {
     "resnet_bottleneck": NetworkSpec(ResNetBottleneck, (1, 256, 14, 14)),
     "resnext_block": NetworkSpec(partial(ResNetBottleneck, width=128, groups=32), (1, 256, 14, 14)),
     "bert_mini_layer": NetworkSpec(partial(BertEncoderLayer, hidden=256, heads=4, ffn=1024), (1, 32, 256)),
+    # BERT-small's layer (hidden 512, 8 heads, feed-forward 2048) at sequence 128: dense layers of the size
+    # of a real language model's that are neither BERT-base's nor ViT's.
+    "bert_small_layer": NetworkSpec(partial(BertEncoderLayer, hidden=512, heads=8, ffn=2048), (1, 128, 512)),
 }
