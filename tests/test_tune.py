@@ -79,11 +79,18 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
 
 @pytest.mark.parametrize(
     "name",
-    ["mobilenet_v1_block", "efficientnet_mbconv", "resnet_bottleneck", "resnext_block", "bert_mini_layer"],
+    [
+        "mobilenet_v1_block",
+        "efficientnet_mbconv",
+        "resnet_bottleneck",
+        "resnext_block",
+        "bert_mini_layer",
+        "bert_small_layer",
+    ],
 )
 def test_pretraining_networks_compile_untuned_and_match_pytorch(name, target, tmp_path):
-    # The networks collected only as pretraining data: each imports from PyTorch, extracts tasks and,
-    # with no tuned schedule, builds with TVM's default lowering to PyTorch's output.
+    # The networks collected only as pretraining data or development cases: each imports from PyTorch,
+    # extracts tasks and, with no tuned schedule, builds with TVM's default lowering to PyTorch's output.
     compiled = compile_network(name, tmp_path, target=target, runtimes=(), rounds=1)
     assert compiled.tuned_tasks[0] == 0
     assert compiled.max_abs_error < 1e-4

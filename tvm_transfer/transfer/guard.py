@@ -13,15 +13,9 @@ model is
     w = clip((rho - threshold) / margin, 0, 1)
 
 so at or below ``threshold`` the online model alone ranks the candidates, from ``threshold + margin`` up
-the pretrained model alone does, linearly in between. With ``confidence`` z > 0 the guard gives the
-pretrained model the benefit of the doubt: ``rho`` is the upper end of its confidence band,
-``tanh(atanh(rho) + z / sqrt(n - 3))`` for ``n`` pooled pairs (Fisher's z-transform), so a correlation
-measured on one small batch, which is mostly noise when the model's picks are all good, moves the weight
-less than the same correlation measured on several batches; a clearly negative one still moves it.
-
-A task with no such batch yet takes the weight of the correlation pooled over every task seen so far (a
-model misleading on one task of a new machine is likely misleading on the next), or 1 before any
-measurement. Scores are blended by rank,
+the pretrained model alone does, linearly in between. A task with no such batch yet takes the weight of
+the correlation pooled over every task seen so far (a model misleading on one task of a new machine is
+likely misleading on the next), or 1 before any measurement. Scores are blended by rank,
 ``w * rank(pretrained) + (1 - w) * rank(online)`` (ranks scaled to (0, 1]), because the two models'
 scores are on different scales. Both models keep learning from every batch (``adapt_pretrained=False``
 leaves the pretrained one as it is). Every decision is kept in :attr:`GuardedCostModel.decisions_`.
@@ -42,23 +36,13 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 from tvm_transfer.common.params import HyperParameters
 from tvm_transfer.runner import runner_seconds
 
-__all__ = ["GuardDecision", "GuardedCostModel", "pretrained_weight", "upper_correlation"]
+__all__ = ["GuardDecision", "GuardedCostModel", "pretrained_weight"]
 
 
 def pretrained_weight(correlation: float, threshold: float, margin: float) -> float:
     """The pretrained model's share of the blended ranking for a running rank ``correlation``:
     ``clip((correlation - threshold) / margin, 0, 1)``."""
     return float(min(max((correlation - threshold) / margin, 0.0), 1.0))
-
-
-def upper_correlation(correlation: float, pairs: int, confidence: float) -> float:
-    """The upper end of a rank ``correlation``'s band of ``confidence`` standard errors over ``pairs``
-    (> 3) pairs, by Fisher's z-transform; ``correlation`` itself for ``confidence`` 0."""
-    if confidence == 0:
-        return correlation
-    # atanh(+-1) is infinite; a perfect correlation of a few pairs is still only evidence.
-    z = math.atanh(min(max(correlation, -0.999), 0.999)) + confidence / math.sqrt(pairs - 3)
-    return math.tanh(z)
 
 
 @dataclass(frozen=True)
@@ -99,9 +83,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         it, because late in a search the candidates are near-identical and their ranking is mostly noise.
     min_batch:
         Fewest measured candidates for a correlation to be defined.
-    confidence:
-        Standard errors (z) by which the running correlation is raised before it sets the weight; 0 takes
-        it as measured.
     adapt_pretrained:
         Also ``update`` the pretrained model with every batch (fine-tuning it online). Off by default: a
         model holding a large corpus refits on all of it after every batch, and the guard's correlation
@@ -117,7 +98,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         margin: float = 0.3,
         window: int = 3,
         min_batch: int = 4,
-        confidence: float = 0.0,
         adapt_pretrained: bool = False,
     ) -> None:
         super().__init__()
@@ -129,15 +109,12 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             raise ValueError(f"min_batch must be at least 2 candidates, got {min_batch}")
         if not -1.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {threshold}")
-        if confidence < 0:
-            raise ValueError(f"confidence must be >= 0 standard errors, got {confidence}")
         self.pretrained = pretrained
         self.online = online
         self.threshold = threshold
         self.margin = margin
         self.window = window
         self.min_batch = min_batch
-        self.confidence = confidence
         self.adapt_pretrained = adapt_pretrained
         self.online_ = online if online is not None else _tvm_xgb_nowarmup()
         self.decisions_: list[GuardDecision] = []
@@ -148,17 +125,24 @@ class GuardedCostModel(PyCostModel, HyperParameters):
     def running_correlation(self, task: str | None = None) -> float:
         """The running correlation of ``task`` (a structural hash), or pooled over every task (each task's
         throughputs scaled by its best, so that tasks of different speeds compare); NaN while undefined."""
-        return self._correlation(*self._running_pairs(task))
+        if task is not None:
+            predicted, throughput = self._pairs.get(task, ([], []))
+            return self._correlation(np.asarray(predicted), np.asarray(throughput))
+        predicted, throughput = [], []
+        for p, t in self._pairs.values():
+            predicted += list(rankdata(p) / len(p))
+            best = max(t)
+            throughput += [v / best if best > 0 else 0.0 for v in t]
+        return self._correlation(np.asarray(predicted), np.asarray(throughput))
 
     def weight(self, task: str) -> float:
         """The pretrained model's share of the ranking of ``task``'s candidates now."""
-        for scope in (task, None):  # the task's own pairs, else every task's
-            predicted, throughput = self._running_pairs(scope)
-            running = self._correlation(predicted, throughput)
-            if not math.isnan(running):
-                bound = upper_correlation(running, len(predicted), self.confidence)
-                return pretrained_weight(bound, self.threshold, self.margin)
-        return 1.0
+        running = self.running_correlation(task)
+        if math.isnan(running):
+            running = self.running_correlation()
+        if math.isnan(running):
+            return 1.0
+        return pretrained_weight(running, self.threshold, self.margin)
 
     # ---- PyCostModel -----------------------------------------------------------------------------------
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
@@ -212,18 +196,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         self.online_.update(context, candidates, results)
         if self.adapt_pretrained:
             self.pretrained.update(context, candidates, results)
-
-    def _running_pairs(self, task: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """The (prediction, throughput) pairs of ``task``'s window, or of every task's pooled."""
-        if task is not None:
-            predicted, throughput = self._pairs.get(task, ([], []))
-            return np.asarray(predicted), np.asarray(throughput)
-        predicted, throughput = [], []
-        for p, t in self._pairs.values():
-            predicted += list(rankdata(p) / len(p))
-            best = max(t)
-            throughput += [v / best if best > 0 else 0.0 for v in t]
-        return np.asarray(predicted), np.asarray(throughput)
 
     def _correlation(self, predicted: np.ndarray, throughput: np.ndarray) -> float:
         if len(predicted) < self.min_batch or np.ptp(predicted) == 0 or np.ptp(throughput) == 0:

@@ -45,22 +45,15 @@ class TransferPolicy:
         Rank candidates with the pack's default model, guarded (needs a pack with a model).
     seed_search:
         Start every task's search from the pack's best schedules of tasks with its design space.
-    guard_confidence:
-        The guard's ``confidence`` (standard errors of benefit of the doubt for the pretrained model; see
-        :class:`~tvm_transfer.transfer.guard.GuardedCostModel`).
     """
 
     pretrained_model: bool = True
     seed_search: bool = True
-    guard_confidence: float = 0.0
 
     @property
     def name(self) -> str:
-        """A short label of the parts used: ``model+seeds``, ``model``, ``seeds`` or ``none``; a guard
-        confidence other than 0 follows the model as ``model(z=1)``."""
+        """A short label of the parts used: ``model+seeds``, ``model``, ``seeds`` or ``none``."""
         parts = [label for label, on in (("model", self.pretrained_model), ("seeds", self.seed_search)) if on]
-        if self.pretrained_model and self.guard_confidence:
-            parts[0] += f"(z={self.guard_confidence:g})"
         return "+".join(parts) or "none"
 
     def cost_model(
@@ -78,9 +71,7 @@ class TransferPolicy:
         from tvm_transfer.transfer.guard import GuardedCostModel
         from tvm_transfer.tuning.session import resolve_cost_model
 
-        return GuardedCostModel(
-            pack.model(), online=resolve_cost_model(online, seed), confidence=self.guard_confidence
-        )
+        return GuardedCostModel(pack.model(), online=resolve_cost_model(online, seed))
 
     def search_strategy(
         self, pack: TransferPack | None, options: TuneOptions
