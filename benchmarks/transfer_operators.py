@@ -118,13 +118,12 @@ def _tune(
     start = time.perf_counter()
     result = tune_network(network, work_dir, tasks=[task], target=target, options=options, **parts)
     guard = parts["cost_model"]
+    weights = [d.weight for d in guard.decisions_] if isinstance(guard, GuardedCostModel) else None
     return {
         "from_pack": bool(result.from_pack),
         "new_trials": result.new_trials,
         "tune_seconds": time.perf_counter() - start,
-        "guard_weights": [d.weight for d in guard.decisions_]
-        if isinstance(guard, GuardedCostModel)
-        else None,
+        "guard_weights": weights,
     }
 
 
