@@ -1,12 +1,17 @@
 """The corpus of the default transfer pack, and the one command that builds the pack from it.
 
 The corpus is every task of real networks (batch 1) tuned by MetaSchedule's evolutionary search under
-its ``XGBModel``, on this machine's CPU and on two portable CPU targets, plus the network baseline runs
-(``benchmarks.networks``, TVM alone). The networks of :data:`HELD_OUT` never enter it: the transfer
-benchmarks tune them (``benchmarks.transfer_networks``, ``benchmarks.transfer_operators``), and the pack's
-manifest lists them as excluded.
+its ``XGBModel``, on the CPU of each machine that collected it and on two portable CPU targets, plus the
+network baseline runs (``benchmarks.networks``, TVM alone). The networks of :data:`HELD_OUT` never enter
+it: the transfer benchmarks tune them (``benchmarks.transfer_networks``, ``benchmarks.transfer_operators``),
+and the pack's manifest lists them as excluded.
+
+The machine (and its CPU) changes over time, and a CPU's pass can only be measured on that CPU: ``collect
+--pass host:2`` adds this machine's pass, and ``pack`` adds the work dirs to the shipped pack, which keeps
+the passes of earlier machines.
 
     nice -n 19 python -m benchmarks.corpus collect > work/corpus.log 2>&1 &   # resumable; hours on 2 cores
+    nice -n 19 python -m benchmarks.corpus collect --pass host:2 > work/corpus.log 2>&1 &   # this CPU only
     python -m benchmarks.corpus pack       # (make default-pack) -> tvm_transfer/transfer/data/default
 """
 
@@ -41,12 +46,18 @@ WORK_DIR = Path("work/corpus")
 EXTRA_SOURCES = (Path("work/bench_networks"),)
 
 
-def collect_corpus(work_dir: Path = WORK_DIR) -> None:
-    """Run every pass of :data:`PASSES` over :data:`NETWORKS` in ``work_dir``, resuming what it holds."""
+def collect_corpus(work_dir: Path = WORK_DIR, passes: tuple[str, ...] = ()) -> None:
+    """Run the passes of :data:`PASSES` named by their target specs in ``passes`` (all when empty) over
+    :data:`NETWORKS` in ``work_dir``, resuming what it holds."""
     from tvm_transfer.tuning.collect import collect, parse_targets
     from tvm_transfer.tuning.session import TuneOptions
 
+    unknown = sorted(set(passes) - {spec for spec, _, _ in PASSES})
+    if unknown:
+        raise SystemExit(f"no pass {', '.join(unknown)}; the passes are {', '.join(s for s, _, _ in PASSES)}")
     for spec, trials_per_network, population in PASSES:
+        if passes and spec not in passes:
+            continue
         # Batches of 8 reach every task of a network of up to ~37 tasks within a 300-measurement share (the
         # gradient scheduler gives each task one batch before it favours any).
         options = TuneOptions(trials_per_iter=8, population_size=population)
@@ -54,21 +65,27 @@ def collect_corpus(work_dir: Path = WORK_DIR) -> None:
         collect(NETWORKS, parse_targets(spec), budget, work_dir, options=options, cost_model="tvm-xgb")
 
 
-def build_default_pack(out: Path | None = None, work_dir: Path = WORK_DIR) -> None:
+def build_default_pack(out: Path | None = None, work_dir: Path = WORK_DIR, fresh: bool = False) -> None:
     """Build the default pack (``tvm_transfer/transfer/data/default`` unless ``out``) from the corpus and
-    the extra sources, held-out networks excluded, with an XGBoost model trained on the corpus."""
+    the extra sources, held-out networks excluded, with an XGBoost model trained on the whole corpus.
+
+    Unless ``fresh``, the pack shipped in the package is extended: the machine changes between sessions and
+    a corpus pass collected on another CPU lives on only in that pack. Extending again with the same work
+    dirs adds only what they measured since (a candidate counts once)."""
     from tvm_transfer.transfer import DEFAULT_PACK
-    from tvm_transfer.transfer.pack import build_pack
+    from tvm_transfer.transfer.pack import TransferPack, build_pack
 
     sources = [p for p in (work_dir, *EXTRA_SOURCES) if p.is_dir()]
     if not sources:
         raise SystemExit(f"no corpus under {work_dir}: run `python -m benchmarks.corpus collect` first")
+    base = None if fresh or not DEFAULT_PACK.is_dir() else TransferPack.open(DEFAULT_PACK)
     pack = build_pack(
         sources,
         out or DEFAULT_PACK,
         top_k=3,
         models=["xgboost"],
         exclude_networks=HELD_OUT,
+        base=base,
         progress=lambda line: print(line, file=sys.stderr),
     )
     print(pack.describe())
@@ -80,12 +97,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("step", choices=("collect", "pack"))
     parser.add_argument("--work-dir", type=Path, default=WORK_DIR, help="root of the corpus work dirs")
+    parser.add_argument(
+        "--pass",
+        dest="passes",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="collect only this pass of PASSES (e.g. host:2; repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="pack: build from the work dirs alone, not extending the shipped pack",
+    )
     parser.add_argument("-o", "--out", type=Path, help="pack folder (default: the package's default pack)")
     args = parser.parse_args(argv)
     if args.step == "collect":
-        collect_corpus(args.work_dir)
+        collect_corpus(args.work_dir, tuple(args.passes))
     else:
-        build_default_pack(args.out, args.work_dir)
+        build_default_pack(args.out, args.work_dir, args.fresh)
     return 0
 
 

@@ -28,6 +28,7 @@ from .atomic import atomic_output
 from .frame import group_keys, normalised_throughput, record_costs
 
 __all__ = [
+    "CANDIDATE_KEY",
     "CANDIDATE_KINDS",
     "COLUMNS",
     "SCHEMA",
@@ -37,6 +38,7 @@ __all__ = [
     "SchemaVersionError",
     "add_normalised_throughput",
     "columns_to_table",
+    "merge_datasets",
     "read_dataset",
     "read_metadata",
     "records_to_table",
@@ -352,6 +354,30 @@ def write_dataset(
     names = hw_feature_names if hw_feature_names is not None else _hw_names_of(table_or_frame)
     with DatasetWriter(path, names) as writer:
         writer.write(table_or_frame)
+
+
+#: The columns that identify one measured candidate: the same program of the same workload on the same target.
+CANDIDATE_KEY = ("workload_key", "target_id", "candidate_kind", "candidate")
+
+
+def merge_datasets(paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> int:
+    """Write the rows of the dataset files ``paths``, in order, to one dataset file at ``out_path``, keeping
+    only the first row of each measured candidate (:data:`CANDIDATE_KEY`), so that a run merged twice counts
+    once. Returns the number of rows written. Raises :class:`DatasetFormatError` when the files' hardware
+    feature names differ (their ``hw_features`` vectors would not line up)."""
+    frames = [read_dataset(path) for path in paths]
+    if not frames:
+        raise ValueError("merge_datasets needs at least one dataset file")
+    names = frames[0].attrs.get("hw_feature_names")
+    for path, frame in zip(paths, frames, strict=True):
+        if frame.attrs.get("hw_feature_names") != names:
+            raise DatasetFormatError(
+                f"{os.fspath(path)} has other hardware feature names than {os.fspath(paths[0])}; "
+                f"{_RECONVERT_HINT}"
+            )
+    merged = pd.concat(frames, ignore_index=True).drop_duplicates(list(CANDIDATE_KEY), ignore_index=True)
+    write_dataset(merged, out_path, names)
+    return len(merged)
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:

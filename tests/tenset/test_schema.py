@@ -14,6 +14,7 @@ from tenset_tools.schema import (
     DatasetFormatError,
     SchemaVersionError,
     add_normalised_throughput,
+    merge_datasets,
     read_dataset,
     records_to_table,
     write_dataset,
@@ -171,3 +172,20 @@ def test_frames_with_nan_latencies_and_flops_round_trip(tmp_path):
     back = read_dataset(path)
     assert back["latency"].iloc[0] == 1e-3 and math.isnan(back["latency"].iloc[1])
     assert math.isnan(back["flops"].iloc[1]) and back["norm_throughput"].tolist() == [1.0, 0.0]
+
+
+def test_merged_datasets_keep_each_measured_candidate_once(tmp_path):
+    names = ["cores", "vector_bytes"]
+    first = [make_record("t1", "cpu", 1e-3, candidate='{"tile": 4}'), make_record("t1", "cpu", 2e-3)]
+    # The second file repeats one candidate (measured again, slower), and adds one on another target.
+    second = [make_record("t1", "cpu", 5e-3, candidate='{"tile": 4}'), make_record("t1", "gpu", 3e-3)]
+    write_dataset(records_to_table(first, names), tmp_path / "a.parquet")
+    write_dataset(records_to_table(second, names), tmp_path / "b.parquet")
+    rows = merge_datasets([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "m.parquet")
+    merged = read_dataset(tmp_path / "m.parquet")
+    assert rows == 3 and merged.attrs["hw_feature_names"] == names
+    assert merged["latency"].tolist() == [1e-3, 2e-3, 3e-3]  # the first measurement of a candidate wins
+    write_dataset(records_to_table(second, ["cores", "l2_bytes"]), tmp_path / "c.parquet")
+    with pytest.raises(DatasetFormatError, match="other hardware feature names"):
+        merge_datasets([tmp_path / "a.parquet", tmp_path / "c.parquet"], tmp_path / "n.parquet")
+    assert not (tmp_path / "n.parquet").exists()

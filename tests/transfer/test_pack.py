@@ -179,6 +179,11 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     assert "| workloads | 3 |" in capsys.readouterr().out
     assert command.run(parser, ["pack", str(work_dir), "-o", str(out), "--model", "none"]) == 0
     assert TransferPack.open(out).manifest["records"]["schedules"] > 3
+    records = TransferPack.open(out).manifest["records"]
+    extend = ["pack", str(work_dir), "-o", str(out), "--model", "none", "--extend", str(out)]
+    assert command.run(parser, extend) == 0  # the same run added to its own pack counts once
+    assert TransferPack.open(out).manifest["records"] == records
+    assert f"| extends | {out} |" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.pack"]  # no temporary left behind
     (tmp_path / "plain").mkdir()
     errors = (OSError, ValueError)
@@ -250,3 +255,31 @@ def test_networks_held_out_are_left_out_of_a_pack_and_listed(tuned_mlp, tmp_path
         build_pack([work_dir], tmp_path / "none.pack", models=(), exclude_networks=["mlp"])
     kept = build_pack([work_dir], tmp_path / "kept.pack", models=(), exclude_networks=["bert_base"])
     assert kept.manifest["excluded_networks"] == ["bert_base"] and kept.manifest["networks"] == ["mlp"]
+
+
+def test_a_pack_extends_another_and_counts_a_run_once(tuned_mlp, tmp_path):
+    work_dir, _ = tuned_mlp
+    # The base holds one task of the run: a copy of the work dir keeping only that task's records.
+    partial = tmp_path / "partial"
+    shutil.copytree(work_dir, partial)
+    lines = (partial / RECORD_FILE).read_text().splitlines()
+    first = [line for line in lines if json.loads(line)[0] == json.loads(lines[0])[0]]
+    (partial / RECORD_FILE).write_text("".join(line + "\n" for line in first))
+    base = build_pack([partial], tmp_path / "base.pack", models=(), exclude_networks=["bert_base"])
+    assert base.schedules().workload_count == 1 and base.manifest["records"]["corpus"] == len(first)
+
+    extended = build_pack([work_dir], tmp_path / "extended.pack", top_k=3, base=base)
+    full = build_pack([work_dir], tmp_path / "full.pack", top_k=3, models=())
+    # The base's records are measured candidates of the run: they count once, so the extension holds the
+    # run exactly as a pack built from it alone, plus what the base says about itself.
+    assert extended.manifest["records"] == full.manifest["records"]
+    assert len(extended.corpus()) == len(lines)
+    key = [(e.workload, e.target_id, e.rank, e.seconds) for e in extended.schedules().entries]
+    assert key == [(e.workload, e.target_id, e.rank, e.seconds) for e in full.schedules().entries]
+    assert extended.manifest["extends"] == {"path": str(base.path), "created": base.manifest["created"]}
+    assert extended.manifest["excluded_networks"] == ["bert_base"]
+    assert extended.model_names == ["xgboost"] and len(extended.manifest["sources"]) == 2
+    # Every kept record, the base's among them, still replays on its workload.
+    assert len(extended.schedules().source_records()) == len(extended.schedules().entries)
+    with pytest.raises(ValueError, match="holds mlp: an extension of it cannot leave them out"):
+        build_pack([work_dir], tmp_path / "x.pack", models=(), exclude_networks=["mlp"], base=full)

@@ -42,6 +42,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave out the work dirs of this network (as its run named it, e.g. torchvision:efficientnet_b0"
         "), e.g. one held out for evaluation; repeat for several",
     )
+    parser.add_argument(
+        "--extend",
+        metavar="BASE_PACK",
+        help="add the work dirs to a copy of this pack: its corpus and best schedules are kept (a candidate "
+        "measured in both counts once), its excluded networks stay excluded, the models are trained on the "
+        "whole corpus; -o may name BASE_PACK itself",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the trained models")
 
 
@@ -50,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from tenset_tools.cli import markdown_table
     from tvm_transfer.cost_model import COST_MODELS
-    from tvm_transfer.transfer.pack import build_pack
+    from tvm_transfer.transfer.pack import TransferPack, build_pack
 
     chosen = args.model or ["xgboost"]
     names, files = [], []
@@ -73,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         model_files=files,
         exclude_networks=args.exclude_network,
         seed=args.seed,
+        base=TransferPack.open(args.extend) if args.extend else None,
         progress=lambda line: print(line, file=sys.stderr),
     )
     manifest = pack.manifest
@@ -84,6 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         ("schedules (top-k per task and target)", manifest["records"]["schedules"]),
         ("workloads", manifest["records"]["workloads"]),
         ("models", ", ".join(manifest["models"]) or "-"),
+        ("extends", manifest["extends"]["path"] if manifest.get("extends") else "-"),
     ]
     print(markdown_table(rows))
     return 0

@@ -213,9 +213,11 @@ def build_pack(
     model_files: Sequence[str | os.PathLike] = (),
     exclude_networks: Sequence[str] = (),
     seed: int = 0,
+    base: TransferPack | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TransferPack:
-    """Build a pack at ``out`` from the MetaSchedule work dirs at or under ``work_dirs``.
+    """Build a pack at ``out`` from the MetaSchedule work dirs at or under ``work_dirs``, extending the pack
+    ``base`` when given.
 
     The corpus is every record of them (:func:`tenset_tools.metaschedule.convert_databases`); the schedule
     database keeps the ``top_k`` fastest records of every workload on every target; ``models`` names cost
@@ -223,10 +225,15 @@ def build_pack(
     ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
     default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out for
     evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
-    (replaced only once the new one is complete). ``progress`` receives one line per step.
+    (replaced only once the new one is complete; it may be ``base`` itself). ``progress`` receives one
+    line per step.
+
+    Extending ``base`` keeps its corpus and kept records beside the new ones (a measured candidate found in
+    both counts once) and its excluded networks (which stay excluded); the models are trained anew on the
+    whole corpus. Raises ``ValueError`` when ``base`` holds a network of ``exclude_networks``.
     """
     from tenset_tools.metaschedule import convert_databases, databases_under, read_sidecar
-    from tenset_tools.schema import add_normalised_throughput, read_dataset
+    from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
     from tvm_transfer.cost_model import load_cost_model, saved_model_class
     from tvm_transfer.cost_model.training import train_model
 
@@ -236,6 +243,13 @@ def build_pack(
         raise FileExistsError(f"{out} exists and is not a transfer pack; choose another -o")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"cannot write {out}: directory {out.parent} does not exist")
+    if base is not None:
+        leaked = sorted(set(exclude_networks) & set(base.manifest.get("networks", [])))
+        if leaked:
+            raise ValueError(
+                f"{base.path} holds {', '.join(leaked)}: an extension of it cannot leave them out"
+            )
+        exclude_networks = sorted({*exclude_networks, *base.manifest.get("excluded_networks", [])})
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
     sources = [s for s in sources if s not in left_out]
@@ -246,8 +260,15 @@ def build_pack(
     try:
         say(f"corpus: converting {len(sources)} work dir(s); {len(left_out)} of excluded networks left out")
         stats = convert_databases(sources, temporary / CORPUS_FILE)
-        say(f"corpus: {stats.records} records")
-        schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k)
+        corpus_records = stats.records
+        if base is not None:
+            converted = temporary / f"new-{CORPUS_FILE}"
+            os.replace(temporary / CORPUS_FILE, converted)
+            corpus_records = merge_datasets([base.path / CORPUS_FILE, converted], temporary / CORPUS_FILE)
+            converted.unlink()
+        say(f"corpus: {corpus_records} records ({stats.records} converted)")
+        base_schedules = base.schedules() if base is not None else None
+        schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k, base_schedules)
         say(f"schedules: {len(schedules.entries)} records of {schedules.workload_count} workloads")
         (temporary / MODELS_DIR).mkdir()
         names: dict[str, str] = {}
@@ -277,14 +298,15 @@ def build_pack(
             "targets": schedules.targets,
             "networks": schedules.networks,
             "records": {
-                "corpus": stats.records,
+                "corpus": corpus_records,
                 "schedules": len(schedules.entries),
                 "workloads": schedules.workload_count,
             },
             "top_k": top_k,
             "models": names,
             "default_model": next(iter(names), None),
-            "sources": [str(s) for s in sources],
+            "sources": [*(base.manifest.get("sources", []) if base else []), *map(str, sources)],
+            "extends": {"path": str(base.path), "created": base.manifest["created"]} if base else None,
             "excluded_networks": sorted(set(exclude_networks)),
             "parts": _parts(temporary),
         }

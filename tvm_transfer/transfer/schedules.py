@@ -298,16 +298,22 @@ class ScheduleDatabase:
     # ---- writing ---------------------------------------------------------------------------------------
     @classmethod
     def build(
-        cls, work_dirs: Iterable[str | os.PathLike], root: str | os.PathLike, top_k: int = 5
+        cls,
+        work_dirs: Iterable[str | os.PathLike],
+        root: str | os.PathLike,
+        top_k: int = 5,
+        base: ScheduleDatabase | None = None,
     ) -> ScheduleDatabase:
         """Keep the ``top_k`` fastest valid records of every (workload, target id) found in the MetaSchedule
-        work dirs at or under ``work_dirs`` and write them under ``root`` (a new folder). Returns the
-        database. Raises ``FileNotFoundError`` for a path without a database and ``ValueError`` for a bad
-        ``top_k``."""
+        work dirs at or under ``work_dirs``, and in the database ``base`` when given (extending it), and
+        write them under ``root`` (a new folder). Returns the database. Raises ``FileNotFoundError`` for a
+        path without a database and ``ValueError`` for a bad ``top_k``."""
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         root = Path(root)
         groups: dict[tuple[str, str], _Group] = {}
+        if base is not None:
+            base._add_to(groups)
         stats = LoadStats()
         for work_dir in databases_under(list(work_dirs)):
             network, names = _sidecar(work_dir)
@@ -326,7 +332,7 @@ class ScheduleDatabase:
                     group = groups[key] = _Group(
                         workload_lines[index], task.workload, task.op_kind, task.flops
                     )
-                group.add(seconds, record, entry, network, names.get(task.task_id))
+                group.add(seconds, record, entry, [network], [names.get(task.task_id)])
         entries: list[ScheduleEntry] = []
         files: dict[str, tuple[list[str], list[str]]] = {}
         for (workload_hash, tid), group in sorted(groups.items()):
@@ -363,6 +369,32 @@ class ScheduleDatabase:
         atomic_write_text(root / INDEX_FILE, index)
         return cls(root, entries)
 
+    def _add_to(self, groups: dict[tuple[str, str], _Group]) -> None:
+        """Add every kept record of this database to the ``groups`` of a database being built, as the lines
+        it was packed from. A record whose trace no longer replays is skipped with a warning."""
+        lines: dict[tuple[str, str], list[str]] = {}
+
+        def raw(folder: str, name: str) -> list[str]:
+            if (folder, name) not in lines:
+                with gzip.open(self.root / folder / name, "rt", encoding="utf-8") as file:
+                    lines[folder, name] = file.read().splitlines()
+            return lines[folder, name]
+
+        for entry in self.entries:
+            index, record_json = json.loads(raw(entry.dir, PACKED_RECORDS)[entry.line])
+            workload_line = raw(entry.dir, PACKED_WORKLOADS)[index]
+            group = groups.get((entry.workload, entry.target_id))
+            if group is None:
+                workload = ms.database.Workload.from_json(json.loads(workload_line))
+                group = _Group(workload_line, workload, entry.op_kind, entry.flops)
+                groups[entry.workload, entry.target_id] = group
+            try:
+                record = ms.database.TuningRecord.from_json(record_json, group.workload)
+            except Exception as error:  # TVM raises its own error types for a trace that does not apply
+                log.warning("base record %s/%d skipped: %s", entry.workload, entry.rank, error)
+                continue
+            group.add(entry.seconds, record, record_json, entry.networks, entry.tasks)
+
 
 def _write_gzip(path: Path, text: str) -> None:
     """Write ``text`` gzip-compressed, without a timestamp, so the same content gives the same bytes."""
@@ -381,12 +413,17 @@ class _Group:
         self.networks: set[str] = set()
         self.names: set[str] = set()
 
-    def add(self, seconds: float, record, entry: list, network: str | None, name: str | None) -> None:
+    def add(
+        self,
+        seconds: float,
+        record,
+        entry: list,
+        networks: Iterable[str | None],
+        names: Iterable[str | None],
+    ) -> None:
         self.records.append((seconds, record, entry))
-        if network:
-            self.networks.add(network)
-        if name:
-            self.names.add(name)
+        self.networks.update(n for n in networks if n)
+        self.names.update(n for n in names if n)
 
     def kept(self, top_k: int) -> list[tuple[float, ms.database.TuningRecord, list]]:
         # Identical traces measured twice (a resumed run, two work dirs) count once, at their faster time.
