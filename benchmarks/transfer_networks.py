@@ -319,28 +319,26 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.report_only:
         done = {(p["network"], p["budget"]) for p in report["points"]}
-        for network in networks:
-            for budget in budgets:
-                if (network, budget) in done:
-                    continue
-                print(f"\n== {network}: {budget} trials", flush=True)
-                dirs = {arm: work_root / model_slug(network) / arm for arm in arms}
-                tuned = {
-                    arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms
+        # Budget by budget over the networks, so that a run stopped early has every network's small budgets.
+        for budget, network in ((b, n) for b in budgets for n in networks):
+            if (network, budget) in done:
+                continue
+            print(f"\n== {network}: {budget} trials", flush=True)
+            dirs = {arm: work_root / model_slug(network) / arm for arm in arms}
+            tuned = {arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms}
+            references = budget in (budgets[0], budgets[-1])
+            latency = time_work_dirs(network, dirs, target, args.rounds, references)
+            report["points"].append(
+                {
+                    "network": network,
+                    "budget": budget,
+                    "arms": tuned,
+                    "latency": latency,
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "commit": git_commit(short=True),
                 }
-                references = budget in (budgets[0], budgets[-1])
-                latency = time_work_dirs(network, dirs, target, args.rounds, references)
-                report["points"].append(
-                    {
-                        "network": network,
-                        "budget": budget,
-                        "arms": tuned,
-                        "latency": latency,
-                        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                        "commit": git_commit(short=True),
-                    }
-                )
-                save()
+            )
+            save()
     if args.report_only:
         save()
     return 0
