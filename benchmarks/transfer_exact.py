@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, write_report
-from benchmarks.transfer_networks import time_work_dirs
+from benchmarks.transfer_common import time_work_dirs
 from tenset_tools.metaschedule import read_sidecar
 from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.target import host_target, target_id

@@ -21,25 +21,24 @@ the pack must not hold either.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import time
 import warnings
 from pathlib import Path
 
-from benchmarks.common import git_commit, machine_info, network_axes, report_path, save_figure, write_report
+from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import HELD_OUT
-from tvm_transfer.networks import load_model, model_slug, relax_module
-from tvm_transfer.runtimes import RUNTIMES, ComparedModel, as_arrays, compare_runtimes
-from tvm_transfer.target import host_target, target_id
+from benchmarks.transfer_common import REFERENCES, check_held_out, load_resumable, run_context, time_work_dirs
+from tvm_transfer.networks import load_model, model_slug
+from tvm_transfer.runtimes import RUNTIMES
+from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
-from tvm_transfer.tuning.compile import build_network
 from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.rounds import read_rounds
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.session import TuneOptions
 
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
 ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
@@ -55,7 +54,6 @@ DEV_ARMS = {
 }
 QUICK_NETWORKS, QUICK_BUDGETS = ("bert_tiny_layer",), (8, 16)
 
-REFERENCES = ("eager", "torch.compile", "onnxruntime")
 #: Within this ratio of the no-transfer latency, transfer counts as reaching it (timing noise).
 NOISE = 1.03
 
@@ -67,52 +65,6 @@ def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, .
     if args.dev:
         return "transfer_dev", DEV_NETWORKS, DEV_BUDGETS, DEV_ARMS
     return "transfer_networks", HELD_OUT, BUDGETS, ARMS
-
-
-def run_context(pack: TransferPack, target) -> dict:
-    """What a transfer report records about its run: target, machine and the pack (path, summary, creation
-    time, by which a resumed run recognises its pack)."""
-    return {
-        "target": str(target),
-        "target_id": target_id(target),
-        "machine": machine_info(),
-        "pack": {"path": str(pack.path), "describe": pack.describe(), "created": pack.manifest["created"]},
-    }
-
-
-def load_resumable(path: Path, pack: TransferPack, target) -> dict | None:
-    """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
-    target, or one holding results of another pack (a resumed run must add to the same comparison)."""
-    report = json.loads(path.read_text()) if path.is_file() else None
-    if report is None:
-        return None
-    if report["target_id"] != target_id(target):
-        raise SystemExit(
-            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
-            "move it away to start over here"
-        )
-    if report["pack"]["created"] != pack.manifest["created"]:
-        raise SystemExit(
-            f"{path} holds results of the pack created {report['pack']['created']}, {pack.path} was "
-            f"created {pack.manifest['created']}: pass that pack, or move the report (and the work dirs "
-            "tuned with it) away"
-        )
-    return report
-
-
-def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool = True) -> None:
-    """Refuse a pack that holds any network of the study, or (``listed``) does not explicitly exclude it.
-    Development studies need not be listed: a network missing from the manifest's networks was never in
-    the corpus."""
-    excluded = set(pack.manifest.get("excluded_networks", []))
-    held = set(pack.manifest.get("networks", []))
-    leaked = [n for n in networks if n in held or (listed and n not in excluded)]
-    if leaked:
-        raise SystemExit(
-            f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "
-            + " ".join(f"--exclude-network {n}" for n in networks)
-            + "`"
-        )
 
 
 def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path, target) -> dict:
@@ -137,35 +89,6 @@ def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path,
         "from_pack": len(result.from_pack),
         "tasks": len(result.tasks),
         "estimated_ms": result.weighted_latency * 1e3 if math.isfinite(result.weighted_latency) else None,
-    }
-
-
-def time_work_dirs(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
-    """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
-    in the same interleaved rounds: ``{name: {"ms", "max_abs_error"}}``."""
-    import tvm
-    from tvm import relax
-
-    from tvm_transfer.runtimes import tvm_threads
-
-    model = load_model(network)
-    threads = int(target.attrs["num-cores"])
-    mod = relax_module(model)
-    calls = {}
-    with tvm_threads(threads):
-        for arm, work_dir in work_dirs.items():
-            vm = relax.VirtualMachine(build_network(mod, open_database(work_dir), target), tvm.cpu())
-            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-            calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
-        results = compare_runtimes(
-            ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
-            calls,
-            runtimes=REFERENCES if references else (),
-            rounds=rounds,
-        )
-    return {
-        r.name: {"ms": r.seconds * 1e3 if r.seconds else None, "max_abs_error": r.max_abs_error}
-        for r in results
     }
 
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
 from benchmarks.corpus import HELD_OUT
-from benchmarks.transfer_networks import check_held_out, load_resumable, run_context
+from benchmarks.transfer_common import check_held_out, load_resumable, run_context
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK

@@ -1,0 +1,93 @@
+"""What the transfer benchmarks share: the run context a report records, the check of a resumed report, the
+check that a pack holds out the networks evaluated, and the side-by-side timing of compiled work dirs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.common import machine_info
+from tvm_transfer.networks import load_model, relax_module
+from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes
+from tvm_transfer.target import target_id
+from tvm_transfer.transfer.pack import TransferPack
+from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.session import open_database
+
+#: The runtimes timed beside the compiled networks (PyTorch eager, `torch.compile`, ONNX Runtime).
+REFERENCES = ("eager", "torch.compile", "onnxruntime")
+
+
+def run_context(pack: TransferPack, target) -> dict:
+    """What a transfer report records about its run: target, machine and the pack (path, summary, creation
+    time, by which a resumed run recognises its pack)."""
+    return {
+        "target": str(target),
+        "target_id": target_id(target),
+        "machine": machine_info(),
+        "pack": {"path": str(pack.path), "describe": pack.describe(), "created": pack.manifest["created"]},
+    }
+
+
+def load_resumable(path: Path, pack: TransferPack, target) -> dict | None:
+    """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
+    target, or one holding results of another pack (a resumed run must add to the same comparison)."""
+    report = json.loads(path.read_text()) if path.is_file() else None
+    if report is None:
+        return None
+    if report["target_id"] != target_id(target):
+        raise SystemExit(
+            f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "
+            "move it away to start over here"
+        )
+    if report["pack"]["created"] != pack.manifest["created"]:
+        raise SystemExit(
+            f"{path} holds results of the pack created {report['pack']['created']}, {pack.path} was "
+            f"created {pack.manifest['created']}: pass that pack, or move the report (and the work dirs "
+            "tuned with it) away"
+        )
+    return report
+
+
+def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool = True) -> None:
+    """Refuse a pack that holds any network of the study, or (``listed``) does not explicitly exclude it.
+    Development studies need not be listed: a network missing from the manifest's networks was never in
+    the corpus."""
+    excluded = set(pack.manifest.get("excluded_networks", []))
+    held = set(pack.manifest.get("networks", []))
+    leaked = [n for n in networks if n in held or (listed and n not in excluded)]
+    if leaked:
+        raise SystemExit(
+            f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "
+            + " ".join(f"--exclude-network {n}" for n in networks)
+            + "`"
+        )
+
+
+def time_work_dirs(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
+    """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
+    in the same interleaved rounds: ``{name: {"ms", "max_abs_error"}}``."""
+    import tvm
+    from tvm import relax
+
+    from tvm_transfer.runtimes import tvm_threads
+
+    model = load_model(network)
+    threads = int(target.attrs["num-cores"])
+    mod = relax_module(model)
+    calls = {}
+    with tvm_threads(threads):
+        for arm, work_dir in work_dirs.items():
+            vm = relax.VirtualMachine(build_network(mod, open_database(work_dir), target), tvm.cpu())
+            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+            calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
+        results = compare_runtimes(
+            ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
+            calls,
+            runtimes=REFERENCES if references else (),
+            rounds=rounds,
+        )
+    return {
+        r.name: {"ms": r.seconds * 1e3 if r.seconds else None, "max_abs_error": r.max_abs_error}
+        for r in results
+    }
