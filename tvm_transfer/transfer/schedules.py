@@ -212,12 +212,16 @@ class ScheduleDatabase:
         """Number of distinct workloads."""
         return len(self._by_workload)
 
-    def _line(self, folder: str, name: str, index: int) -> tuple:
+    def _raw_lines(self, folder: str, name: str) -> list[str]:
+        """The lines of one of the packed files (read once, then cached)."""
         key = (folder, name)
         if key not in self._lines:
             with gzip.open(self.root / folder / name, "rt", encoding="utf-8") as file:
                 self._lines[key] = file.read().splitlines()
-        lines = self._lines[key]
+        return self._lines[key]
+
+    def _line(self, folder: str, name: str, index: int) -> tuple:
+        lines = self._raw_lines(folder, name)
         if not 0 <= index < len(lines):
             raise ValueError(f"{self.root / folder / name} has no line {index + 1}; rebuild the pack")
         return _frozen(json.loads(lines[index]))
@@ -372,17 +376,9 @@ class ScheduleDatabase:
     def _add_to(self, groups: dict[tuple[str, str], _Group]) -> None:
         """Add every kept record of this database to the ``groups`` of a database being built, as the lines
         it was packed from. A record whose trace no longer replays is skipped with a warning."""
-        lines: dict[tuple[str, str], list[str]] = {}
-
-        def raw(folder: str, name: str) -> list[str]:
-            if (folder, name) not in lines:
-                with gzip.open(self.root / folder / name, "rt", encoding="utf-8") as file:
-                    lines[folder, name] = file.read().splitlines()
-            return lines[folder, name]
-
         for entry in self.entries:
-            index, record_json = json.loads(raw(entry.dir, PACKED_RECORDS)[entry.line])
-            workload_line = raw(entry.dir, PACKED_WORKLOADS)[index]
+            index, record_json = json.loads(self._raw_lines(entry.dir, PACKED_RECORDS)[entry.line])
+            workload_line = self._raw_lines(entry.dir, PACKED_WORKLOADS)[index]
             group = groups.get((entry.workload, entry.target_id))
             if group is None:
                 workload = ms.database.Workload.from_json(json.loads(workload_line))
