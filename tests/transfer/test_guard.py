@@ -8,12 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import rankdata
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.frame import group_keys, throughput_labels
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.features import KernelFeatureExtractor
 from tvm_transfer.transfer.guard import GuardedCostModel, pretrained_weight
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import TuneOptions, open_database
@@ -70,6 +73,30 @@ def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_ml
     # With no weight left, the online model alone ranks the candidates.
     context, candidates = contexts[0]
     assert np.array_equal(bad.predict(context, candidates), bad.online_.predict(context, candidates))
+
+
+def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, target, monkeypatch):
+    work_dir, _ = tuned_mlp
+    # As the transfer policy builds it: our XGBoost online; the weight gives each model a share.
+    guard = GuardedCostModel(pack.model(), make_cost_model("xgboost"), threshold=-1.0, margin=2.5)
+    contexts = _replay(guard, work_dir, target)
+    context, candidates = contexts[0]
+    weight = guard.weight(shash2hex(context.mod))
+    assert (
+        0.0 < weight < 1.0 and guard.online_.shared_features_key() == guard.pretrained.shared_features_key()
+    )
+    n = len(candidates)
+    expected = (
+        weight * rankdata(guard.pretrained.predict(context, candidates)) / n
+        + (1 - weight) * rankdata(guard.online_.predict(context, candidates)) / n
+    )
+    extractions = []
+    per_store = KernelFeatureExtractor.per_store
+    monkeypatch.setattr(
+        KernelFeatureExtractor, "per_store", lambda self, *a: extractions.append(1) or per_store(self, *a)
+    )
+    assert np.array_equal(guard.predict(context, candidates), expected)
+    assert len(extractions) == 1
 
 
 @pytest.mark.slow

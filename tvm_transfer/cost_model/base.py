@@ -97,6 +97,19 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         hardware = np.broadcast_to(hardware_features(context.target).astype(np.float32), (len(kernel), 8))
         return np.hstack([kernel, hardware])
 
+    def shared_features_key(self) -> tuple | None:
+        """Equal (not ``None``) for models that compute the same :meth:`features` and learn and predict
+        through this class's :meth:`update` and :meth:`predict`: one feature matrix of a batch then serves
+        them all (:meth:`predict_rows`, :meth:`update_rows`). ``None`` for a model with inputs of its own."""
+        own = ("features", "predict", "update")
+        if any(getattr(type(self), name) is not getattr(LearnedCostModel, name) for name in own):
+            return None
+        return (
+            self.use_hardware_features,
+            self._extractor.buffers_per_store,
+            self._extractor.cache_line_bytes,
+        )
+
     @property
     def num_samples(self) -> int:
         """Number of measurements the model has been trained on."""
@@ -112,20 +125,25 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         """Add measured candidates (of one workload) and refit on everything seen so far."""
         if not candidates:
             return
-        self._record(context, candidates, results)
+        self.update_rows(context, self.features(context, candidates), results)
+
+    def update_rows(
+        self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]
+    ) -> None:
+        """:meth:`update` given the candidates' rows of :meth:`features` instead of the candidates."""
+        if not len(features):
+            return
+        self._record(context, features, results)
         self.refit()
 
     def _record(
-        self,
-        context: ms.TuneContext,
-        candidates: list[ms.MeasureCandidate],
-        results: list[ms.runner.RunnerResult],
+        self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]
     ) -> str:
-        """Add measured candidates of one workload as rows (cost: mean seconds, ``inf`` if failed); returns
-        their group, the workload's structural hash."""
+        """Add the feature rows of measured candidates of one workload (cost: mean seconds, ``inf`` if
+        failed); returns their group, the workload's structural hash."""
         group = shash2hex(context.mod)
         costs = [runner_seconds(r) for r in results]
-        self._add(self.features(context, candidates), costs, [group] * len(candidates))
+        self._add(features, costs, [group] * len(features))
         return group
 
     def fit_features(
@@ -205,6 +223,12 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         if not self._fitted:
             return self._rng.uniform(size=len(candidates))
         return self.predict_features(self.features(context, candidates))
+
+    def predict_rows(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`predict` given the candidates' rows of :meth:`features` instead of the candidates."""
+        if not self._fitted:
+            return self._rng.uniform(size=len(features))
+        return self.predict_features(features)
 
     # ---- persistence -----------------------------------------------------------------------------------
     def set_params(self, **params: Any) -> LearnedCostModel:

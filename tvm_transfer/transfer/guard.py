@@ -151,11 +151,12 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             return np.zeros(0)
         weight = self.weight(shash2hex(context.mod))
         if weight >= 1.0:
-            return np.asarray(self.pretrained.predict(context, candidates), dtype=np.float64)
-        online = np.asarray(self.online_.predict(context, candidates), dtype=np.float64)
+            return _scores(self.pretrained, context, candidates)
         if weight <= 0.0:
-            return online
-        pretrained = np.asarray(self.pretrained.predict(context, candidates), dtype=np.float64)
+            return _scores(self.online_, context, candidates)
+        rows = self._shared_rows(context, candidates)
+        online = _scores(self.online_, context, candidates, rows)
+        pretrained = _scores(self.pretrained, context, candidates, rows)
         n = len(candidates)
         return weight * rankdata(pretrained) / n + (1.0 - weight) * rankdata(online) / n
 
@@ -170,7 +171,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         if not candidates:
             return
         task = shash2hex(context.mod)
-        predicted = np.asarray(self.pretrained.predict(context, candidates), dtype=np.float64)
+        rows = self._shared_rows(context, candidates)
+        predicted = _scores(self.pretrained, context, candidates, rows)
         seconds = np.array([runner_seconds(r) for r in results], dtype=np.float64)
         throughput = np.where(
             np.isfinite(seconds) & (seconds > 0), 1.0 / np.where(seconds > 0, seconds, 1), 0
@@ -193,9 +195,21 @@ class GuardedCostModel(PyCostModel, HyperParameters):
                 weight=self.weight(task),
             )
         )
-        self.online_.update(context, candidates, results)
-        if self.adapt_pretrained:
-            self.pretrained.update(context, candidates, results)
+        for model in (self.online_, self.pretrained) if self.adapt_pretrained else (self.online_,):
+            if rows is None:
+                model.update(context, candidates, results)
+            else:
+                model.update_rows(context, rows, results)
+
+    def _shared_rows(
+        self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]
+    ) -> np.ndarray | None:
+        """The candidates' feature rows when the pretrained and the online model compute the same ones
+        (extracting them once serves both), else ``None``."""
+        key = _shared_features_key(self.pretrained)
+        if key is None or key != _shared_features_key(self.online_):
+            return None
+        return self.pretrained.features(context, candidates)
 
     def _correlation(self, predicted: np.ndarray, throughput: np.ndarray) -> float:
         if len(predicted) < self.min_batch or np.ptp(predicted) == 0 or np.ptp(throughput) == 0:
@@ -210,6 +224,23 @@ class GuardedCostModel(PyCostModel, HyperParameters):
 
     def _is_fitted(self) -> bool:
         return bool(self.decisions_)
+
+
+def _shared_features_key(model: ms.CostModel) -> tuple | None:
+    """``model.shared_features_key()`` of our learned models; ``None`` for any other cost model."""
+    key = getattr(model, "shared_features_key", None)
+    return key() if callable(key) else None
+
+
+def _scores(
+    model: ms.CostModel,
+    context: ms.TuneContext,
+    candidates: list[ms.MeasureCandidate],
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """``model``'s predictions of ``candidates``, from their already extracted feature ``rows`` if given."""
+    scores = model.predict(context, candidates) if rows is None else model.predict_rows(rows)
+    return np.asarray(scores, dtype=np.float64)
 
 
 def _tvm_xgb_nowarmup() -> ms.CostModel:

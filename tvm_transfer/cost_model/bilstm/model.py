@@ -270,7 +270,7 @@ class BiLSTMCostModel(LearnedCostModel):
         measurements only) and the online residual on this workload's measurements."""
         if not candidates:
             return
-        group = self._record(context, candidates, results)
+        group = self._record(context, self.features(context, candidates), results)
         if self.fine_tune_mode == "task":
             self._fine_tune_tasks = {group}
         mine = self._groups[self._pretrain_rows :].count(group)
