@@ -25,16 +25,16 @@ import time
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from benchmarks.common import git_commit, machine_info, write_report
-from tvm_transfer.cost_model import make_cost_model
+from benchmarks.common import git_commit, write_report
+from benchmarks.transfer_common import run_context
 from tvm_transfer.search_strategy.copula.population import initial_population
-from tvm_transfer.target import host_target, target_id
+from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.transfer.policy import ONLINE_COST_MODEL
+from tvm_transfer.transfer.policy import DEFAULT_POLICY
 from tvm_transfer.tuning.operator import tune_workload
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.session import TuneOptions, open_database, records_of, warm_start
 from tvm_transfer.workloads import make_workload
 
 WORKLOAD = ("conv2d", (1, 14, 14, 256, 256, 3, 1, 1))
@@ -42,18 +42,21 @@ WORKLOAD = ("conv2d", (1, 14, 14, 256, 256, 3, 1, 1))
 
 def _guard(pack: TransferPack, context: ms.TuneContext, work_dir: str) -> GuardedCostModel:
     """The default policy's guard, its online model taught by the run in ``work_dir``, both models
-    keeping a share of the blend."""
-    guard = GuardedCostModel(pack.model(), make_cost_model(ONLINE_COST_MODEL), threshold=-1.0, margin=2.5)
-    records = open_database(work_dir).get_all_tuning_records()
-    results = [ms.runner.RunnerResult(run_secs=list(r.run_secs), error_msg=None) for r in records]
-    guard.update(context, [r.as_measure_candidate() for r in records], results)
+    keeping a share of the blend and computing the same features."""
+    guard = DEFAULT_POLICY.cost_model(pack)
+    guard.set_params(threshold=-1.0, margin=2.5)
+    warm_start(guard, context, records_of(open_database(work_dir), context.mod))
     weight = guard.weight(shash2hex(context.mod))
     if not 0.0 < weight < 1.0:
         raise SystemExit(f"the guard's weight is {weight}: no blend to time")
+    key = guard.pretrained.shared_features_key()
+    if key is None or key != guard.online_.shared_features_key():
+        raise SystemExit("the pretrained and the online model do not share their features: nothing to time")
     return guard
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time both arms on one generation and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="128 candidates, 2 rounds")
     parser.add_argument("--candidates", type=int, default=None, help="generation size (default 512)")
@@ -70,17 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         search_strategy=ms.search_strategy.EvolutionarySearch(population_size=count),
         task_name=workload.name,
         rand_state=1,
-        num_threads=2,
+        num_threads=int(target.attrs.get("num-cores", 0)) or "physical",
     )
     candidates = initial_population(context, count)
+    pack = TransferPack.open(DEFAULT_PACK)
     with tempfile.TemporaryDirectory() as work_dir:
-        tune_workload(
-            workload,
-            work_dir,
-            options=TuneOptions(trials=16, trials_per_iter=16, progress=False),
-            reference=False,
-        )
-        guard = _guard(TransferPack.open(DEFAULT_PACK), context, work_dir)
+        options = TuneOptions(trials=16, trials_per_iter=16, progress=False)
+        tune_workload(workload, work_dir, options=options, reference=False)
+        guard = _guard(pack, context, work_dir)
     arms = {
         "shared": lambda: guard.predict(context, candidates),
         "separate": lambda: (
@@ -89,15 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     best = {arm: float("inf") for arm in arms}
-    for _ in range(rounds):
-        for arm, score in arms.items():
+    for round_ in range(rounds):
+        for arm in list(arms)[:: 1 if round_ % 2 == 0 else -1]:  # alternate which arm goes first
             start = time.perf_counter()
-            score()
+            arms[arm]()
             best[arm] = min(best[arm], time.perf_counter() - start)
     ratio = best["shared"] / best["separate"]
     report = {
-        "machine": machine_info(),
-        "target_id": target_id(target),
+        **run_context(pack, target),
         "commit": git_commit(short=True),
         "workload": list(WORKLOAD),
         "candidates": count,
@@ -110,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             "# Guard scoring speed: shared features against one extraction per model",
             "",
             f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
-            f"`{report['target_id']}`; commit {report['commit']}. One generation of {count} candidates of "
-            f"{WORKLOAD[0]} {WORKLOAD[1]}, fastest of {rounds} interleaved rounds.",
+            f"`{report['target_id']}`; commit {report['commit']}; pack created {report['pack']['created']}. "
+            f"One generation of {count} candidates of {WORKLOAD[0]} {WORKLOAD[1]}, fastest of {rounds} "
+            "interleaved rounds.",
             "",
             "| arm | seconds | candidates/s |",
             "|---|---|---|",

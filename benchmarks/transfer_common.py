@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.common import machine_info
 from tvm_transfer.networks import load_model, relax_module
@@ -14,11 +15,14 @@ from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.compile import build_network
 from tvm_transfer.tuning.session import open_database
 
+if TYPE_CHECKING:
+    import tvm
+
 #: The runtimes timed beside the compiled networks (PyTorch eager, `torch.compile`, ONNX Runtime).
 REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
 
-def run_context(pack: TransferPack, target) -> dict:
+def run_context(pack: TransferPack, target: tvm.target.Target) -> dict:
     """What a transfer report records about its run: target, machine and the pack (path, summary, creation
     time, by which a resumed run recognises its pack)."""
     return {
@@ -29,7 +33,7 @@ def run_context(pack: TransferPack, target) -> dict:
     }
 
 
-def load_resumable(path: Path, pack: TransferPack, target) -> dict | None:
+def load_resumable(path: Path, pack: TransferPack, target: tvm.target.Target) -> dict | None:
     """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
     target, or one holding results of another pack (a resumed run must add to the same comparison)."""
     report = json.loads(path.read_text()) if path.is_file() else None
@@ -64,7 +68,9 @@ def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool =
         )
 
 
-def time_work_dirs(network: str, work_dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
+def time_work_dirs(
+    network: str, work_dirs: dict[str, Path], target: tvm.target.Target, rounds: int, references: bool
+) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "max_abs_error"}}``."""
     import tvm

@@ -97,6 +97,21 @@ def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, tar
     )
     assert np.array_equal(guard.predict(context, candidates), expected)
     assert len(extractions) == 1
+    # Updating scores the pretrained model and teaches the online one from the same single extraction.
+    online_rows = guard.online_.num_samples
+    results = [ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None) for i in range(n)]
+    guard.update(context, candidates, results)
+    assert len(extractions) == 2 and guard.online_.num_samples == online_rows + n
+
+
+def test_only_models_of_the_pooled_features_take_shared_rows():
+    pooled = make_cost_model("xgboost").shared_features_key()
+    assert pooled is not None and make_cost_model("lightgbm").shared_features_key() == pooled
+    for name in ("bilstm", "multilevel"):  # inputs of their own: sequences, hidden compilation features
+        model = make_cost_model(name)
+        assert model.shared_features_key() is None
+        with pytest.raises(TypeError, match="computes its own inputs"):
+            model.predict_rows(np.zeros((1, 336), dtype=np.float32))
 
 
 @pytest.mark.slow

@@ -179,11 +179,12 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     assert "| workloads | 3 |" in capsys.readouterr().out
     assert command.run(parser, ["pack", str(work_dir), "-o", str(out), "--model", "none"]) == 0
     assert TransferPack.open(out).manifest["records"]["schedules"] > 3
-    records = TransferPack.open(out).manifest["records"]
+    before = TransferPack.open(out).manifest
     extend = ["pack", str(work_dir), "-o", str(out), "--model", "none", "--extend", str(out)]
     assert command.run(parser, extend) == 0  # the same run added to its own pack counts once
-    assert TransferPack.open(out).manifest["records"] == records
-    assert f"| extends | {out} |" in capsys.readouterr().out
+    after = TransferPack.open(out).manifest
+    assert after["records"] == before["records"] and after["sources"] == before["sources"]
+    assert f"| extends | {before['created']} |" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.pack"]  # no temporary left behind
     (tmp_path / "plain").mkdir()
     errors = (OSError, ValueError)
@@ -269,14 +270,18 @@ def test_a_pack_extends_another_and_counts_a_run_once(tuned_mlp, tmp_path):
     assert base.schedules().workload_count == 1 and base.manifest["records"]["corpus"] == len(first)
 
     extended = build_pack([work_dir], tmp_path / "extended.pack", top_k=3, base=base)
-    full = build_pack([work_dir], tmp_path / "full.pack", top_k=3, models=())
+    copy = tmp_path / "copy"  # the same measurements in a second work dir count once in a fresh pack too
+    shutil.copytree(work_dir, copy)
+    full = build_pack([work_dir, copy], tmp_path / "full.pack", top_k=3, models=())
+    assert full.manifest["records"]["corpus"] == len(lines)
     # The base's records are measured candidates of the run: they count once, so the extension holds the
     # run exactly as a pack built from it alone, plus what the base says about itself.
     assert extended.manifest["records"] == full.manifest["records"]
     assert len(extended.corpus()) == len(lines)
     key = [(e.workload, e.target_id, e.rank, e.seconds) for e in extended.schedules().entries]
     assert key == [(e.workload, e.target_id, e.rank, e.seconds) for e in full.schedules().entries]
-    assert extended.manifest["extends"] == {"path": str(base.path), "created": base.manifest["created"]}
+    facts = {key: base.manifest[key] for key in ("created", "package_commit")}
+    assert extended.manifest["extends"] == facts
     assert extended.manifest["excluded_networks"] == ["bert_base"]
     assert extended.model_names == ["xgboost"] and len(extended.manifest["sources"]) == 2
     # Every kept record, the base's among them, still replays on its workload.

@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         ("schedules (top-k per task and target)", manifest["records"]["schedules"]),
         ("workloads", manifest["records"]["workloads"]),
         ("models", ", ".join(manifest["models"]) or "-"),
-        ("extends", manifest["extends"]["path"] if manifest.get("extends") else "-"),
+        ("extends", manifest["extends"]["created"] if manifest.get("extends") else "-"),
     ]
     print(markdown_table(rows))
     return 0

@@ -130,7 +130,9 @@ class LearnedCostModel(PyCostModel, HyperParameters):
     def update_rows(
         self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]
     ) -> None:
-        """:meth:`update` given the candidates' rows of :meth:`features` instead of the candidates."""
+        """:meth:`update` given the candidates' rows of :meth:`features` instead of the candidates; only for
+        a model that shares its features (:meth:`shared_features_key`)."""
+        self._require_shared_features("update_rows")
         if not len(features):
             return
         self._record(context, features, results)
@@ -225,10 +227,19 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         return self.predict_features(self.features(context, candidates))
 
     def predict_rows(self, features: np.ndarray) -> np.ndarray:
-        """:meth:`predict` given the candidates' rows of :meth:`features` instead of the candidates."""
+        """:meth:`predict` given the candidates' rows of :meth:`features` instead of the candidates; only for
+        a model that shares its features (:meth:`shared_features_key`)."""
+        self._require_shared_features("predict_rows")
         if not self._fitted:
             return self._rng.uniform(size=len(features))
         return self.predict_features(features)
+
+    def _require_shared_features(self, method: str) -> None:
+        if self.shared_features_key() is None:
+            raise TypeError(
+                f"{type(self).__name__} computes its own inputs in predict and update: {method} would skip "
+                "them; call predict or update with the candidates"
+            )
 
     # ---- persistence -----------------------------------------------------------------------------------
     def set_params(self, **params: Any) -> LearnedCostModel:

@@ -259,13 +259,11 @@ def build_pack(
     temporary.mkdir()
     try:
         say(f"corpus: converting {len(sources)} work dir(s); {len(left_out)} of excluded networks left out")
-        stats = convert_databases(sources, temporary / CORPUS_FILE)
-        corpus_records = stats.records
-        if base is not None:
-            converted = temporary / f"new-{CORPUS_FILE}"
-            os.replace(temporary / CORPUS_FILE, converted)
-            corpus_records = merge_datasets([base.path / CORPUS_FILE, converted], temporary / CORPUS_FILE)
-            converted.unlink()
+        converted = temporary / f"new-{CORPUS_FILE}"
+        stats = convert_databases(sources, converted)
+        merged = [base.path / CORPUS_FILE, converted] if base is not None else [converted]
+        corpus_records = merge_datasets(merged, temporary / CORPUS_FILE)
+        converted.unlink()
         say(f"corpus: {corpus_records} records ({stats.records} converted)")
         base_schedules = base.schedules() if base is not None else None
         schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k, base_schedules)
@@ -279,6 +277,8 @@ def build_pack(
                 part = f"{MODELS_DIR}/{name}.model"
                 train_model(frame, name, seed=seed).save(str(temporary / part))
                 names[name] = part
+        for name in sorted(set(base.model_names) - set(names)) if base is not None else []:
+            say(f"model {name} of {base.path} is not carried over: pass its file with --model to keep it")
         for file in model_files:
             file = Path(file)
             load_cost_model(file)  # refuse a file that is not a readable saved model before packing it
@@ -305,8 +305,10 @@ def build_pack(
             "top_k": top_k,
             "models": names,
             "default_model": next(iter(names), None),
-            "sources": [*(base.manifest.get("sources", []) if base else []), *map(str, sources)],
-            "extends": {"path": str(base.path), "created": base.manifest["created"]} if base else None,
+            "sources": list(
+                dict.fromkeys([*(base.manifest.get("sources", []) if base else []), *map(str, sources)])
+            ),
+            "extends": _base_facts(base) if base else None,
             "excluded_networks": sorted(set(exclude_networks)),
             "parts": _parts(temporary),
         }
@@ -316,6 +318,11 @@ def build_pack(
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return TransferPack.open(out)
+
+
+def _base_facts(base: TransferPack) -> dict:
+    """What an extension's manifest says of its base: when and from which commit it was built."""
+    return {"created": base.manifest["created"], "package_commit": base.manifest.get("package_commit")}
 
 
 def _replace_folder(new: Path, out: Path) -> None:

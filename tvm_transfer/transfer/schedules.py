@@ -220,11 +220,14 @@ class ScheduleDatabase:
                 self._lines[key] = file.read().splitlines()
         return self._lines[key]
 
-    def _line(self, folder: str, name: str, index: int) -> tuple:
+    def _raw_line(self, folder: str, name: str, index: int) -> str:
         lines = self._raw_lines(folder, name)
         if not 0 <= index < len(lines):
             raise ValueError(f"{self.root / folder / name} has no line {index + 1}; rebuild the pack")
-        return _frozen(json.loads(lines[index]))
+        return lines[index]
+
+    def _line(self, folder: str, name: str, index: int) -> tuple:
+        return _frozen(json.loads(self._raw_line(folder, name, index)))
 
     def _record(self, entry: ScheduleEntry, relation: str) -> PackRecord:
         workload_index, record_json = self._line(entry.dir, PACKED_RECORDS, entry.line)
@@ -377,18 +380,18 @@ class ScheduleDatabase:
         """Add every kept record of this database to the ``groups`` of a database being built, as the lines
         it was packed from. A record whose trace no longer replays is skipped with a warning."""
         for entry in self.entries:
-            index, record_json = json.loads(self._raw_lines(entry.dir, PACKED_RECORDS)[entry.line])
-            workload_line = self._raw_lines(entry.dir, PACKED_WORKLOADS)[index]
+            index, record_json = json.loads(self._raw_line(entry.dir, PACKED_RECORDS, entry.line))
+            workload_line = self._raw_line(entry.dir, PACKED_WORKLOADS, index)
             group = groups.get((entry.workload, entry.target_id))
-            if group is None:
-                workload = ms.database.Workload.from_json(json.loads(workload_line))
-                group = _Group(workload_line, workload, entry.op_kind, entry.flops)
-                groups[entry.workload, entry.target_id] = group
+            workload = group.workload if group else ms.database.Workload.from_json(json.loads(workload_line))
             try:
-                record = ms.database.TuningRecord.from_json(record_json, group.workload)
+                record = ms.database.TuningRecord.from_json(record_json, workload)
             except Exception as error:  # TVM raises its own error types for a trace that does not apply
                 log.warning("base record %s/%d skipped: %s", entry.workload, entry.rank, error)
                 continue
+            if group is None:  # only once a record replays: a group is never empty
+                group = _Group(workload_line, workload, entry.op_kind, entry.flops)
+                groups[entry.workload, entry.target_id] = group
             group.add(entry.seconds, record, record_json, entry.networks, entry.tasks)
 
 
