@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
+from tvm.support.popen_pool import kill_child_processes
 
 from tenset_tools.metaschedule import mean_run_seconds
 
@@ -38,10 +40,10 @@ def local_runner(
     )
 
 
-def target_runner(target: tvm.target.Target) -> ms.runner.LocalRunner:
+def target_runner(target: tvm.target.Target) -> TimedRunner:
     """A :func:`local_runner` measuring on as many threads as ``target``'s ``num-cores`` (TVM's default
-    when the target does not say)."""
-    return local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None)
+    when the target does not say), under a :class:`TimedRunner`'s deadline."""
+    return TimedRunner(local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None))
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:
@@ -73,28 +75,87 @@ def _start_worker() -> int:
     return os.getpid()
 
 
+#: Seconds a measurement may run past the runner's own timeout before :class:`TimedRunner` kills its worker.
+DEADLINE_GRACE_SEC = 120.0
+
+
 @derived_object
 class TimedRunner(ms.runner.PyRunner):
-    """A ``LocalRunner`` that runs candidates one at a time and records each one's wall seconds.
+    """A ``LocalRunner`` that runs candidates one at a time, records each one's wall seconds, and never
+    waits on a measurement longer than ``deadline_sec``.
 
     The local runner has one worker process and runs its inputs one after the other anyway; running them
-    one by one only makes the wall time of each candidate visible. After a timeout the killed worker is
+    one by one makes the wall time of each candidate visible. After a timeout the killed worker is
     restarted right away, so that the restart is charged to the candidate that caused it.
+
+    The local runner's own timeout is a timer inside the worker, armed once the worker has started and read
+    the job; a worker stuck before that (starting, importing) or never letting the timer run leaves the
+    tuning run waiting for ever. The deadline is kept here instead: past it the worker is killed, the
+    candidate fails with an error that says so, and the next one starts a fresh worker.
+
+    Parameters
+    ----------
+    runner:
+        The ``LocalRunner`` measuring (e.g. :func:`local_runner`).
+    deadline_sec:
+        Wall seconds one candidate may take, worker start included; ``None``: the runner's timeout plus
+        :data:`DEADLINE_GRACE_SEC`.
     """
 
-    def __init__(self, runner: ms.runner.LocalRunner) -> None:
+    def __init__(self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None) -> None:
         super().__init__()
         self.inner = runner
+        self.deadline_sec = runner.timeout_sec + DEADLINE_GRACE_SEC if deadline_sec is None else deadline_sec
         self.walls: dict[str, float] = {}  # artifact path -> wall seconds
+        self.overruns = 0
+
+    @property
+    def pool(self):
+        """The local runner's worker pool (``shutdown()`` it when done)."""
+        return self.inner.pool
 
     def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:
         futures = []
         for runner_input in runner_inputs:
             start = time.perf_counter()
-            (future,) = self.inner.run([runner_input])
-            result = future.result()
-            if result.error_msg and "timeout" in result.error_msg.lower():
-                self.inner.pool.submit(_start_worker).result()
+            overran = threading.Event()
+            deadline = threading.Timer(self.deadline_sec, self._kill_workers, [overran])
+            deadline.daemon = True
+            deadline.start()
+            try:
+                (future,) = self.inner.run([runner_input])
+                result = future.result()
+            finally:
+                deadline.cancel()
+            if overran.is_set():
+                self.overruns += 1
+                result = ms.runner.RunnerResult(
+                    run_secs=None,
+                    error_msg=f"TimedRunner: no result after {self.deadline_sec:g} s; its worker was killed",
+                )
+                self._restart_worker()
+            elif result.error_msg and "timeout" in result.error_msg.lower():
+                self._restart_worker()
             self.walls[str(runner_input.artifact_path)] = time.perf_counter() - start
             futures.append(_DoneFuture(result))
         return futures
+
+    def _kill_workers(self, overran: threading.Event) -> None:
+        # Only the processes are killed, from this timer thread: the thread waiting for the result then
+        # reads the end of the pipe and cleans the worker up itself.
+        overran.set()
+        for worker in list(self.inner.pool._worker_map.values()):
+            process = worker._proc
+            if process is not None and process.poll() is None:
+                kill_child_processes(process.pid)
+                process.kill()
+
+    def _restart_worker(self) -> None:
+        # A worker killed while idle (the deadline fired as its result came in) fails the first job sent
+        # to it and is restarted by the next.
+        for _ in range(2):
+            try:
+                self.inner.pool.submit(_start_worker).result()
+                return
+            except ChildProcessError:
+                continue

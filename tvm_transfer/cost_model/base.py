@@ -125,7 +125,7 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         """Add measured candidates (of one workload) and refit on everything seen so far."""
         if not candidates:
             return
-        self.update_rows(context, self.features(context, candidates), results)
+        self._learn(context, self.features(context, candidates), results)
 
     def update_rows(
         self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]
@@ -133,10 +133,14 @@ class LearnedCostModel(PyCostModel, HyperParameters):
         """:meth:`update` given the candidates' rows of :meth:`features` instead of the candidates; only for
         a model that shares its features (:meth:`shared_features_key`)."""
         self._require_shared_features("update_rows")
-        if not len(features):
-            return
-        self._record(context, features, results)
-        self.refit()
+        self._learn(context, features, results)
+
+    def _learn(
+        self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]
+    ) -> None:
+        if len(features):
+            self._record(context, features, results)
+            self.refit()
 
     def _record(
         self, context: ms.TuneContext, features: np.ndarray, results: list[ms.runner.RunnerResult]

@@ -312,6 +312,8 @@ def _tune_selected(
     finally:
         if measure.builder is None:
             builder.shutdown()
+        if measure.runner is None:
+            runner.pool.shutdown()
         if measure.progress_bar is None:
             bar.close()
     status, rows = _status_and_rows(extracted, records, outcomes)

@@ -172,10 +172,10 @@ def transfer_schedules(
     :func:`block_signature`, closest FLOPs first) contribute their ``candidates`` best records each; the
     replayed candidates are checked (see the module docstring), measured once next to the default
     lowering, and the fastest is committed to ``database`` when it beats the default.
-    ``builder``/``runner`` default to a fresh :class:`PersistentBuilder` (shut down here) and
-    :func:`tvm_transfer.runner.target_runner`.
+    ``builder``/``runner`` default to a fresh :class:`PersistentBuilder` and
+    :func:`tvm_transfer.runner.target_runner` (both shut down here).
     """
-    own_builder = builder is None
+    own_builder, own_runner = builder is None, runner is None
     builder = builder or PersistentBuilder()
     runner = runner or target_runner(target)
     sources = []
@@ -194,6 +194,8 @@ def transfer_schedules(
     finally:
         if own_builder:
             builder.shutdown()
+        if own_runner:
+            runner.pool.shutdown()
     return outcomes
 
 
