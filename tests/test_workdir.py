@@ -21,7 +21,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from tenset_tools.command import Interrupted
-from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
+from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, mean_run_seconds
 from tvm_transfer.cli import main
 from tvm_transfer.search_strategy.unmeasured import SkipMeasured, measured_program_keys
 from tvm_transfer.tuning.operator import tune_workload
@@ -287,6 +287,54 @@ def test_ctrl_c_during_tuning_says_what_was_kept(tmp_path, target, matmul):
         tune_contexts([context], [1.0], tmp_path, "xgboost", ms_options(16), Measurement(progress_bar=bar))
     assert count_records(tmp_path) == 4 == len(records_of(open_database(tmp_path), matmul.ir_module()))
     assert signal.getsignal(signal.SIGINT) is before  # the handler is restored
+
+
+@derived_object
+class _InterruptOnTask(PyCostModel):
+    """Random scores; presses Ctrl-C when asked to score candidates of the task named ``task``."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self._rng = np.random.default_rng(0)
+
+    def predict(self, context, candidates):
+        if context.task_name == self.task:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self._rng.uniform(size=len(candidates))
+
+    def update(self, context, candidates, results):
+        pass
+
+    def load(self, path):
+        raise NotImplementedError
+
+    def save(self, path):
+        raise NotImplementedError
+
+
+def test_ctrl_c_in_the_first_round_keeps_the_batches_measured(tmp_path, target, matmul):
+    # The gradient scheduler collects every task's first batch only once each task has had one; a run
+    # stopped while searching the second task has measured the first task's batch but not collected it.
+    from tvm_transfer.tuning.session import tune_contexts
+    from tvm_transfer.workloads import make_workload
+
+    search = ms.search_strategy.EvolutionarySearch
+    contexts = [
+        ms.TuneContext(
+            mod=workload.ir_module(),
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy=search(population_size=16, init_min_unmeasured=8),
+            task_name=name,
+            rand_state=1,
+            num_threads=1,
+        )
+        for name, workload in (("first", matmul), ("second", make_workload("matmul", (32, 32, 32))))
+    ]
+    with pytest.raises(Interrupted, match=rf"4 measured records kept in {tmp_path}"):
+        tune_contexts(contexts, [1.0, 1.0], tmp_path, _InterruptOnTask("second"), ms_options(16))
+    kept = records_of(open_database(tmp_path), matmul.ir_module())
+    assert len(kept) == 4 and all(np.isfinite(mean_run_seconds(r.run_secs)) for r in kept)
 
 
 @pytest.mark.slow

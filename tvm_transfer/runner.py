@@ -6,6 +6,7 @@ import functools
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -100,6 +101,12 @@ class TimedRunner(ms.runner.PyRunner):
     deadline_sec:
         Wall seconds one candidate may take, worker start included; ``None``: the runner's timeout plus
         :data:`DEADLINE_GRACE_SEC`.
+
+    Attributes
+    ----------
+    on_result:
+        Called with each runner input and its result as soon as it is known (``None``: nothing is), e.g.
+        to commit the record at once (:class:`~tvm_transfer.tuning.recording.RecordOnMeasure`).
     """
 
     def __init__(self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None) -> None:
@@ -108,6 +115,7 @@ class TimedRunner(ms.runner.PyRunner):
         self.deadline_sec = runner.timeout_sec + DEADLINE_GRACE_SEC if deadline_sec is None else deadline_sec
         self.walls: dict[str, float] = {}  # artifact path -> wall seconds
         self.overruns = 0
+        self.on_result: Callable[[ms.runner.RunnerInput, ms.runner.RunnerResult], None] | None = None
 
     @property
     def pool(self):
@@ -137,6 +145,8 @@ class TimedRunner(ms.runner.PyRunner):
             elif result.error_msg and "timeout" in result.error_msg.lower():
                 self._restart_worker()
             self.walls[str(runner_input.artifact_path)] = time.perf_counter() - start
+            if self.on_result is not None:
+                self.on_result(runner_input, result)
             futures.append(_DoneFuture(result))
         return futures
 

@@ -28,8 +28,9 @@ from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import ProgressCallback
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.runner import target_runner
+from tvm_transfer.runner import TimedRunner, target_runner
 from tvm_transfer.search_strategy.unmeasured import SkipMeasured
+from tvm_transfer.tuning.recording import RecordOnMeasure, recording_callbacks
 from tvm_transfer.tuning.workdir import count_records, needs_repair, set_aside_torn_tails, work_dir_lock
 
 log = logging.getLogger(__name__)
@@ -252,11 +253,20 @@ def _tune_contexts(
             log.info("resuming in %s: %d trials measured, %d to go", work_dir, done, remaining)
             for ctx, records in zip(contexts, previous, strict=True):
                 warm_start(model, ctx, records)
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), progress, *measure.callbacks]
         builder = measure.builder or PersistentBuilder()
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
         # measure on as many threads as the target has cores.
         runner = measure.runner or target_runner(contexts[0].target)
+        scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
+        # Our runner commits each record as it is measured, so that a stopped run keeps all it measured.
+        records_now = isinstance(runner, TimedRunner)
+        if records_now:
+            defaults = recording_callbacks(database)
+        else:
+            defaults = ms.measure_callback.MeasureCallback.create("default")
+        callbacks = [*defaults, progress, *measure.callbacks]
+        if records_now:
+            runner.on_result = RecordOnMeasure(scheduler, database)
         with ms.Profiler() as profiler:
             try:
                 ms.tune_tasks(
@@ -270,9 +280,11 @@ def _tune_contexts(
                     database=database,
                     cost_model=model,
                     measure_callbacks=callbacks,
-                    task_scheduler="gradient",
+                    task_scheduler=scheduler,
                 )
             finally:
+                if records_now:
+                    runner.on_result = None
                 if measure.builder is None:
                     builder.shutdown()
                 if measure.runner is None:  # else its worker pool is reaped from one of its own threads
