@@ -30,7 +30,7 @@ import torch
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from benchmarks.common import git_commit, machine_info, write_report
+from benchmarks.common import first_generation, git_commit, machine_info, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
@@ -38,25 +38,10 @@ from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.cost_model.training import train_model
 from tvm_transfer.features import candidate_trace_json, encode_trace
-from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.operator import tune_workload
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import make_workload
-
-
-def _sample_candidates(workload, target, count: int, seed: int) -> tuple[ms.TuneContext, list]:
-    """``count`` schedules from the evolutionary search's initial population (what it scores first)."""
-    context = ms.TuneContext(
-        mod=workload.ir_module(),
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=ms.search_strategy.EvolutionarySearch(population_size=count),
-        task_name=workload.name,
-        rand_state=seed + 1,
-        num_threads=2,
-    )
-    return context, initial_population(context, count)
 
 
 def _median_seconds(function, repeats: int) -> float:
@@ -149,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     bilstm = _timed(BiLSTMCostModel)(epochs=2 if args.quick else 10, seed=args.seed).pretrain(frame)
     xgboost = train_model(frame, "xgboost", args.seed)
     target = host_target()
-    context, candidates = _sample_candidates(make_workload("conv2d"), target, count, args.seed)
+    context, candidates = first_generation(make_workload("conv2d"), target, count, args.seed)
     throughput = _throughput({"bilstm": bilstm, "xgboost": xgboost}, context, candidates, args.repeats)
     for row in throughput:
         print(row, flush=True)

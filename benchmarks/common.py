@@ -137,3 +137,22 @@ def records_in_order(work_dir: Path) -> list[tuple[Any, float]]:
         (record.as_measure_candidate().sch.mod, mean_run_seconds(record.run_secs))
         for _, record, _, _ in iter_database_records(work_dir, LoadStats())
     ]
+
+
+def first_generation(workload: Any, target: Any, count: int, seed: int = 0) -> tuple[Any, list]:
+    """A tuning context of ``workload`` on ``target`` and ``count`` schedules of its design space, as the
+    evolutionary search samples its initial population (what a cost model scores first)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_transfer.search_strategy.copula.population import initial_population
+
+    context = ms.TuneContext(
+        mod=workload.ir_module(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=ms.search_strategy.EvolutionarySearch(population_size=count),
+        task_name=workload.name,
+        rand_state=seed + 1,
+        num_threads=int(target.attrs.get("num-cores", 0)) or "physical",
+    )
+    return context, initial_population(context, count)

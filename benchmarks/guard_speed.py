@@ -25,9 +25,8 @@ import time
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from benchmarks.common import git_commit, write_report
+from benchmarks.common import first_generation, git_commit, write_report
 from benchmarks.transfer_common import run_context
-from tvm_transfer.search_strategy.copula.population import initial_population
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
@@ -66,16 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (2 if args.quick else 5)
     target = host_target()
     workload = make_workload(*WORKLOAD)
-    context = ms.TuneContext(
-        mod=workload.ir_module(),
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=ms.search_strategy.EvolutionarySearch(population_size=count),
-        task_name=workload.name,
-        rand_state=1,
-        num_threads=int(target.attrs.get("num-cores", 0)) or "physical",
-    )
-    candidates = initial_population(context, count)
+    context, candidates = first_generation(workload, target, count)
     pack = TransferPack.open(DEFAULT_PACK)
     with tempfile.TemporaryDirectory() as work_dir:
         options = TuneOptions(trials=16, trials_per_iter=16, progress=False)
