@@ -2,6 +2,7 @@
 a resumed run that must not measure a program twice."""
 
 import collections
+import io
 import json
 import os
 import signal
@@ -266,15 +267,17 @@ def test_a_killed_holders_lock_is_taken_over_with_a_note(tmp_path):
 
 
 class _InterruptingBar(tqdm):
-    """A progress bar that presses Ctrl-C (a real SIGINT to this process) after the first batch."""
+    """A progress bar that presses Ctrl-C (a real SIGINT to this process) once it shows the first batch of
+    4 candidates."""
 
     def update(self, n=1):
         super().update(n)
-        os.kill(os.getpid(), signal.SIGINT)
+        if self.n >= 4:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def test_ctrl_c_during_tuning_says_what_was_kept(tmp_path, target, matmul):
-    bar = _InterruptingBar(disable=True)
+    bar = _InterruptingBar(file=io.StringIO())
     from tvm_transfer.tuning.session import tune_contexts
 
     context = ms.TuneContext(
@@ -331,10 +334,13 @@ def test_ctrl_c_in_the_first_round_keeps_the_batches_measured(tmp_path, target, 
         )
         for name, workload in (("first", matmul), ("second", make_workload("matmul", (32, 32, 32))))
     ]
+    bar = tqdm(file=io.StringIO())
     with pytest.raises(Interrupted, match=rf"4 measured records kept in {tmp_path}"):
-        tune_contexts(contexts, [1.0, 1.0], tmp_path, _InterruptOnTask("second"), ms_options(16))
+        model, measure = _InterruptOnTask("second"), Measurement(progress_bar=bar)
+        tune_contexts(contexts, [1.0, 1.0], tmp_path, model, ms_options(16), measure)
     kept = records_of(open_database(tmp_path), matmul.ir_module())
     assert len(kept) == 4 and all(np.isfinite(mean_run_seconds(r.run_secs)) for r in kept)
+    assert bar.n == 4  # the bar showed them as they were measured
 
 
 @pytest.mark.slow

@@ -12,11 +12,15 @@ from tvm_transfer.runner import runner_seconds
 
 @derived_object
 class ProgressCallback(ms.measure_callback.PyMeasureCallback):
-    """Measure callback that advances a progress bar per measured batch and records the latencies."""
+    """Measure callback that advances a progress bar per measured batch and records the latencies.
+
+    A runner that reports each result as it comes in (see :meth:`measured`) moves the bar at once; the
+    batch's join then adds only what it did not count: its build failures."""
 
     def __init__(self, total: int, enabled: bool = True, bar: tqdm | None = None) -> None:
         super().__init__()
         self.latencies: list[float] = []
+        self._counted_early = 0  # candidates counted by `measured` whose batch is not joined yet
         # A caller's bar (e.g. one over a whole collection) is advanced but left open.
         self._own_bar = bar is None
         self._bar = (
@@ -37,7 +41,14 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         finite = [x for x in self.latencies if np.isfinite(x)]
         if finite:
             self._bar.set_postfix(best=f"{min(finite) * 1e3:.4g} ms")
-        self._bar.update(len(runner_results))
+        early = min(self._counted_early, sum(built.error_msg is None for built in builder_results))
+        self._counted_early -= early
+        self._bar.update(len(runner_results) - early)
+
+    def measured(self, result: ms.runner.RunnerResult) -> None:
+        """Advance the bar by one candidate whose measurement just ended, before its batch is joined."""
+        self._counted_early += 1
+        self._bar.update(1)
 
     def close(self) -> None:
         """Close the bar if this callback created it."""

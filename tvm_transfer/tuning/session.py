@@ -258,7 +258,8 @@ def _tune_contexts(
         # measure on as many threads as the target has cores.
         runner = measure.runner or target_runner(contexts[0].target)
         scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
-        # Our runner commits each record as it is measured, so that a stopped run keeps all it measured.
+        # Our runner commits each record as it is measured, so that a stopped run keeps all it measured,
+        # and the bar moves with every measurement rather than when the scheduler collects a batch.
         records_now = isinstance(runner, TimedRunner)
         if records_now:
             defaults = recording_callbacks(database)
@@ -266,7 +267,13 @@ def _tune_contexts(
             defaults = ms.measure_callback.MeasureCallback.create("default")
         callbacks = [*defaults, progress, *measure.callbacks]
         if records_now:
-            runner.on_result = RecordOnMeasure(scheduler, database)
+            record = RecordOnMeasure(scheduler, database)
+
+            def on_result(runner_input: ms.runner.RunnerInput, result: ms.runner.RunnerResult) -> None:
+                record(runner_input, result)
+                progress.measured(result)
+
+            runner.on_result = on_result
         with ms.Profiler() as profiler:
             try:
                 ms.tune_tasks(
