@@ -45,7 +45,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self._counted_early -= early
         self._bar.update(len(runner_results) - early)
 
-    def measured(self, result: ms.runner.RunnerResult) -> None:
+    def measured(self) -> None:
         """Advance the bar by one candidate whose measurement just ended, before its batch is joined."""
         self._counted_early += 1
         self._bar.update(1)

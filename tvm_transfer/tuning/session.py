@@ -211,6 +211,27 @@ def tune_contexts(
             raise
 
 
+def _default_callbacks(
+    runner: ms.runner.Runner,
+    scheduler: ms.task_scheduler.TaskScheduler,
+    database: ms.database.Database,
+    progress: ProgressCallback,
+) -> list[ms.MeasureCallback]:
+    """MetaSchedule's default measure callbacks for a run on ``runner``. Our runner commits each record as
+    it is measured (so that a stopped run keeps all it measured) and moves the bar with every measurement
+    rather than when the scheduler collects a batch; it is set up for that here and cleared by the caller."""
+    if not isinstance(runner, TimedRunner):
+        return list(ms.measure_callback.MeasureCallback.create("default"))
+    record = RecordOnMeasure(scheduler, database)
+
+    def on_result(runner_input: ms.runner.RunnerInput, result: ms.runner.RunnerResult) -> None:
+        record(runner_input, result)
+        progress.measured()
+
+    runner.on_result = on_result
+    return recording_callbacks(database)
+
+
 @contextlib.contextmanager
 def _noting_interrupts() -> Iterator[list[bool]]:
     """Within the block, Ctrl-C (SIGINT) sets the yielded flag before raising ``KeyboardInterrupt`` as
@@ -258,22 +279,7 @@ def _tune_contexts(
         # measure on as many threads as the target has cores.
         runner = measure.runner or target_runner(contexts[0].target)
         scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
-        # Our runner commits each record as it is measured, so that a stopped run keeps all it measured,
-        # and the bar moves with every measurement rather than when the scheduler collects a batch.
-        records_now = isinstance(runner, TimedRunner)
-        if records_now:
-            defaults = recording_callbacks(database)
-        else:
-            defaults = ms.measure_callback.MeasureCallback.create("default")
-        callbacks = [*defaults, progress, *measure.callbacks]
-        if records_now:
-            record = RecordOnMeasure(scheduler, database)
-
-            def on_result(runner_input: ms.runner.RunnerInput, result: ms.runner.RunnerResult) -> None:
-                record(runner_input, result)
-                progress.measured(result)
-
-            runner.on_result = on_result
+        callbacks = [*_default_callbacks(runner, scheduler, database, progress), progress, *measure.callbacks]
         with ms.Profiler() as profiler:
             try:
                 ms.tune_tasks(
@@ -290,7 +296,7 @@ def _tune_contexts(
                     task_scheduler=scheduler,
                 )
             finally:
-                if records_now:
+                if isinstance(runner, TimedRunner):
                     runner.on_result = None
                 if measure.builder is None:
                     builder.shutdown()
