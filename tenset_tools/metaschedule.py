@@ -64,7 +64,9 @@ WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 SIDECAR_FILE = "tenset_network.json"
 
-#: MetaSchedule records a failed build or run as 1e10 s; no real measurement is this slow (seconds).
+#: What MetaSchedule records as the run time of a failed build or run (seconds).
+FAILURE_MARKER_SECONDS = 1e10
+#: Run times from here up are failures: no real measurement is this slow (seconds).
 FAILED_RUN_SECONDS = 1e9
 
 

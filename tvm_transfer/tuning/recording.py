@@ -16,10 +16,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-__all__ = ["FAILED_RUN_SECS", "CommitBuildFailures", "RecordOnMeasure", "recording_callbacks"]
+from tenset_tools.metaschedule import FAILURE_MARKER_SECONDS
 
-#: The run time MetaSchedule stores for a candidate that failed to build or run, in seconds.
-FAILED_RUN_SECS = 1e10
+__all__ = ["CommitBuildFailures", "RecordOnMeasure", "recording_callbacks"]
 
 
 def _commit(
@@ -28,12 +27,13 @@ def _commit(
     candidate: ms.MeasureCandidate,
     run_secs: list[float] | None,
 ) -> None:
-    """Commit ``candidate`` of ``task`` as ``AddToDatabase`` would (a failure as :data:`FAILED_RUN_SECS`)."""
+    """Commit ``candidate`` of ``task`` as ``AddToDatabase`` would (a failure as MetaSchedule's marker,
+    :data:`~tenset_tools.metaschedule.FAILURE_MARKER_SECONDS`)."""
     database.commit_tuning_record(
         ms.database.TuningRecord(
             trace=candidate.sch.trace,
             workload=database.commit_workload(task.ctx.mod),
-            run_secs=list(run_secs) if run_secs is not None else [FAILED_RUN_SECS],
+            run_secs=list(run_secs) if run_secs is not None else [FAILURE_MARKER_SECONDS],
             target=task.ctx.target,
             args_info=list(candidate.args_info),
         )
