@@ -16,6 +16,12 @@ the pack must not hold either.
     nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
+
+``--redo-arm transfer`` measures one arm again at every budget of the report, e.g. after a policy change:
+the arm is tuned afresh (its old work dirs are moved aside to ``<arm>.before-redo``) and the other arms,
+not tuned again, are compiled from the first N records of their work dirs (N: their trials at that
+budget; a record file is append-only, so that is the work dir as it stood then), all timed side by side
+as before. A redone point says so (``redone``); the redo resumes like the first run.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import shutil
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -30,6 +38,7 @@ from pathlib import Path
 from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import HELD_OUT
 from benchmarks.transfer_common import REFERENCES, check_held_out, load_resumable, run_context, time_work_dirs
+from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
 from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
@@ -92,6 +101,50 @@ def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path,
     }
 
 
+def _first_records(work_dir: Path, count: int, into: Path) -> Path:
+    """A copy of ``work_dir``'s database in ``into`` holding only its first ``count`` records."""
+    into.mkdir(parents=True)
+    shutil.copy(work_dir / WORKLOAD_FILE, into / WORKLOAD_FILE)
+    with open(work_dir / RECORD_FILE) as source, open(into / RECORD_FILE, "w") as kept:
+        for _, line in zip(range(count), source, strict=False):
+            kept.write(line)
+    return into
+
+
+def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
+    """Measure ``arm`` again at every point of ``report`` not yet redone, beside the other arms as they
+    stood at that budget (see the module docstring)."""
+    for network in report["networks"]:  # once: a resumed redo keeps its own work dirs
+        fresh = work_root / model_slug(network) / arm
+        aside = fresh.with_name(f"{arm}.before-redo")
+        if fresh.exists() and not aside.exists():
+            fresh.rename(aside)
+    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+        if arm in point.get("redone", []):
+            continue
+        network, budget = point["network"], point["budget"]
+        print(f"\n== {network}: {budget} trials, {arm} again", flush=True)
+        point["arms"][arm] = _tune_arm(
+            network, arm, arms[arm], pack, budget, work_root / model_slug(network) / arm, target
+        )
+        with tempfile.TemporaryDirectory() as views:
+            dirs = {
+                other: work_root / model_slug(network) / other
+                if other == arm
+                else _first_records(
+                    work_root / model_slug(network) / other,
+                    point["arms"][other]["trials"],
+                    Path(views) / other,
+                )
+                for other in arms
+            }
+            references = budget in (report["budgets"][0], report["budgets"][-1])
+            point["latency"] = time_work_dirs(network, dirs, target, args.rounds, references)
+        point["redone"] = [*point.get("redone", []), arm]
+        point["finished"], point["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+        save()
+
+
 def _reached(report: dict, network: str) -> dict[str, int | None]:
     """Per arm, the smallest budget whose compiled latency is within :data:`NOISE` of the no-transfer arm's
     latency at its largest budget reached (``None``: not reached)."""
@@ -140,6 +193,13 @@ def _markdown(report: dict) -> str:
             trials = ", ".join(str(p["arms"][a]["trials"]) for a in arms)
             from_pack = max(p["arms"][a]["from_pack"] for a in arms)
             lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} |")
+        redone = sorted({(a, p["commit"]) for p in points for a in p.get("redone", [])})
+        if redone:
+            lines.append(
+                "\nMeasured again beside the other arms as they stood at each budget: "
+                + ", ".join(f"{a} (commit {c})" for a, c in redone)
+                + "."
+            )
         missing = [b for b in report["budgets"] if b not in {p["budget"] for p in points}]
         if missing:
             lines.append(f"\nBudgets not reached yet: {', '.join(map(str, missing))}.")
@@ -208,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--work-root", default="work/bench_transfer", help="root of the work dirs")
     parser.add_argument("--report-only", action="store_true", help="only re-draw table and plot")
+    parser.add_argument(
+        "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -240,7 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         write_report("transfer", name, report, _markdown(report), args.quick)
         _plot(report, work_root, args.quick)
 
-    if not args.report_only:
+    if args.redo_arm:
+        if args.redo_arm not in arms or not report["points"]:
+            raise SystemExit(
+                f"--redo-arm: {args.redo_arm!r} is not an arm of {path} ({list(arms)}) or it has no points"
+            )
+        _redo(report, args.redo_arm, arms, pack, work_root, target, args, save)
+    elif not args.report_only:
         done = {(p["network"], p["budget"]) for p in report["points"]}
         # Budget by budget over the networks, so that a run stopped early has every network's small budgets.
         for budget, network in ((b, n) for b in budgets for n in networks):

@@ -69,7 +69,13 @@ BASELINE = "tvm-xgb-nowarmup"
 #: The transfer arms (name: policy) of the held-out study, and of the development study.
 ARMS = {"transfer": DEFAULT_POLICY}
 DEV_NETWORKS = ("torchvision:mnasnet1_0", "bert_small_layer")
-DEV_ARMS = {policy.name: policy for policy in (TransferPolicy(seed_search=False), TransferPolicy())}
+DEV_ARMS = {
+    policy.name: policy
+    for policy in (
+        TransferPolicy(seed_search=False),
+        TransferPolicy(seed_search=False, fine_tune=True),
+    )
+}
 #: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
 GOAL_TRIALS, GOAL_GEOMEAN, GOAL_WORST = 16, 1.0, 1.5
 

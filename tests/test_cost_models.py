@@ -93,6 +93,35 @@ def test_save_load_round_trip_gives_identical_predictions(name, measured, tmp_pa
     assert restored.num_samples == 16
 
 
+def test_a_fine_tuned_xgboost_starts_as_its_prior_and_learns_a_correction_of_it(measured, tmp_path):
+    context, candidates, results = measured
+    prior = make_cost_model("xgboost", num_rounds=30)
+    prior.update(context, candidates[:8], results[:8])
+    before = prior.predict(context, candidates)
+    tuned = prior.fine_tuned(num_rounds=10)
+    np.testing.assert_array_equal(tuned.predict(context, candidates), before)
+    tuned.update(context, candidates[8:], results[8:])
+    assert tuned.num_samples == 8 and tuned.prior_rounds == 30  # learns from its own rows only
+    np.testing.assert_array_equal(prior.predict(context, candidates), before)  # the prior is untouched
+    seconds = np.array([np.mean([float(s) for s in r.run_secs]) for r in results[8:]])
+    labels = seconds.min() / seconds
+    error = {
+        m: np.abs(model.predict(context, candidates[8:]) - labels).mean()
+        for m, model in (("prior", prior), ("tuned", tuned))
+    }
+    assert error["tuned"] < error["prior"]
+    # Saved and loaded, it predicts the same and keeps learning on top of the same prior.
+    path = tmp_path / "tuned.model"
+    tuned.save(str(path))
+    restored = load_cost_model(str(path))
+    np.testing.assert_array_equal(restored.predict(context, candidates), tuned.predict(context, candidates))
+    restored.update(context, candidates[8:], results[8:])
+    tuned.update(context, candidates[8:], results[8:])
+    np.testing.assert_array_equal(restored.predict(context, candidates), tuned.predict(context, candidates))
+    with pytest.raises(RuntimeError, match="fine_tuned needs a fitted XGBoostCostModel"):
+        make_cost_model("xgboost").fine_tuned()
+
+
 def test_corrupt_file_is_a_clear_error(tmp_path):
     path = tmp_path / "broken.model"
     path.write_bytes(b"this is not a model")

@@ -23,7 +23,11 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     assert type(guarded).__name__ == "GuardedCostModel"
     assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
     assert type(guarded.online_).__name__ == "XGBoostCostModel"  # the default online model
-    assert DEFAULT_POLICY.name == "model"  # chosen on the development networks (docs/transfer_pack.md)
+    # Chosen on development networks and operators (docs/transfer_pack.md): the pack's model, fine-tuned on
+    # the run on top of its own trees, which the guard lets learn from every batch.
+    assert DEFAULT_POLICY.name == "tuned-model"
+    prior_rounds = pack.model().get_params()["num_rounds"]
+    assert guarded.pretrained.prior_rounds == prior_rounds and guarded.adapt_pretrained
     assert transfer_search(with_pack, TuneOptions()) is None  # so the search is not seeded
     # --no-transfer is TVM's own default: MetaSchedule's XGBModel under evolutionary search.
     assert _cost_model(_args("--no-transfer")) == "tvm-xgb"
@@ -37,6 +41,8 @@ def test_a_policy_uses_only_the_parts_it_names(pack):
     options = TuneOptions(trials_per_iter=4)
     model_only = TransferPolicy(seed_search=False)
     assert model_only.name == "model" and model_only.search_strategy(pack, options) is None
+    as_packed = model_only.cost_model(pack)
+    assert as_packed.pretrained.prior_rounds == 0 and not as_packed.adapt_pretrained
     seeds_only = TransferPolicy(pretrained_model=False)
     assert seeds_only.name == "seeds" and seeds_only.cost_model(pack) == "xgboost"
     assert seeds_only.search_strategy(pack, options).rank_pool == 0  # no model to rank the seeds

@@ -17,19 +17,21 @@ def train_booster(
     weight: np.ndarray | None = None,
     qid: np.ndarray | None = None,
     nthread: int | None = None,
+    start_from: xgboost.Booster | None = None,
 ) -> xgboost.Booster:
     """Train ``num_rounds`` trees with the "hist" method and XGBoost's messages off.
 
     ``params`` holds the objective and hyper-parameters (XGBoost's names); ``nthread`` (None: XGBoost's
     default) limits the threads of the data matrix and of training, e.g. to 1 for models refitted many times
-    inside a tuning loop."""
+    inside a tuning loop. ``start_from`` boosts the new trees on top of a trained booster's predictions (a
+    new booster holding both; ``start_from`` is left as it is)."""
     options = {**params, "tree_method": "hist", "verbosity": 0}
     matrix_options = {}
     if nthread is not None:
         options["nthread"] = nthread
         matrix_options["nthread"] = nthread
     data = xgboost.DMatrix(features, label=labels, weight=weight, qid=qid, **matrix_options)
-    return xgboost.train(options, data, num_boost_round=num_rounds)
+    return xgboost.train(options, data, num_boost_round=num_rounds, xgb_model=start_from)
 
 
 def booster_bytes(booster: xgboost.Booster) -> bytes:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import lightgbm
 import numpy as np
 import xgboost
 from tvm.ir.utils import derived_object
 
+from tvm_transfer.common.archive import CostModelFileError
 from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
 from tvm_transfer.cost_model.base import LearnedCostModel
 
@@ -19,7 +22,12 @@ class XGBoostCostModel(LearnedCostModel):
     ----------
     num_rounds, max_depth, learning_rate, min_child_weight, subsample:
         The booster's hyper-parameters (XGBoost's names).
+    prior_rounds:
+        Leading boosting rounds of the booster that are a fixed prior the model learns a correction of
+        (set by :meth:`fine_tuned`; 0: none).
     """
+
+    fixed_once_fitted: ClassVar[tuple[str, ...]] = ("prior_rounds",)
 
     def __init__(
         self,
@@ -31,14 +39,30 @@ class XGBoostCostModel(LearnedCostModel):
         subsample: float = 0.9,
         seed: int = 0,
         use_hardware_features: bool = True,
+        prior_rounds: int = 0,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
         self.num_rounds = num_rounds
+        self.prior_rounds = prior_rounds
         self.max_depth = max_depth
         self.learning_rate = learning_rate
         self.min_child_weight = min_child_weight
         self.subsample = subsample
         self._booster: xgboost.Booster | None = None
+        self._prior: xgboost.Booster | None = None
+
+    def fine_tuned(self, num_rounds: int = 20) -> XGBoostCostModel:
+        """A new model that predicts as this fitted one until it learns, then learns what it is given as a
+        correction of this one: each refit boosts ``num_rounds`` trees on top of this model's booster, from
+        the new model's own rows only (a task's measurements), so a few measurements move it a little and
+        this model is left as it is. Saved and loaded, it keeps the prior (``prior_rounds``)."""
+        if self._booster is None:
+            raise RuntimeError("fine_tuned needs a fitted XGBoostCostModel: fit it or load a saved one first")
+        params = {**self.get_params(), "num_rounds": num_rounds}
+        tuned = XGBoostCostModel(**{**params, "prior_rounds": self._booster.num_boosted_rounds()})
+        tuned._prior = tuned._booster = self._booster
+        tuned._fitted = True
+        return tuned
 
     def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
         params = {
@@ -49,7 +73,9 @@ class XGBoostCostModel(LearnedCostModel):
             "subsample": self.subsample,
             "seed": self.seed,
         }
-        self._booster = train_booster(params, features, targets, self.num_rounds)
+        if self._prior is not None:  # else XGBoost's sampling on top of a booster depends on its past
+            params["seed_per_iteration"] = True
+        self._booster = train_booster(params, features, targets, self.num_rounds, start_from=self._prior)
 
     def _predict(self, features: np.ndarray) -> np.ndarray:
         return self._booster.predict(xgboost.DMatrix(features))
@@ -59,6 +85,12 @@ class XGBoostCostModel(LearnedCostModel):
 
     def _load_state(self, blob: bytes) -> None:
         self._booster = booster_from_bytes(blob)
+        if self.prior_rounds > self._booster.num_boosted_rounds():
+            raise CostModelFileError(
+                f"model.bin holds {self._booster.num_boosted_rounds()} boosting rounds, fewer than its "
+                f"prior's {self.prior_rounds}"
+            )
+        self._prior = self._booster[: self.prior_rounds] if self.prior_rounds else None
 
 
 @derived_object
