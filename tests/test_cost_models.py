@@ -1,5 +1,6 @@
 """Our cost models inside real MetaSchedule runs, and their persistence."""
 
+import json
 import zipfile
 
 import numpy as np
@@ -120,6 +121,17 @@ def test_a_fine_tuned_xgboost_starts_as_its_prior_and_learns_a_correction_of_it(
     np.testing.assert_array_equal(restored.predict(context, candidates), tuned.predict(context, candidates))
     with pytest.raises(RuntimeError, match="fine_tuned needs a fitted XGBoostCostModel"):
         make_cost_model("xgboost").fine_tuned()
+    # An archive whose prior does not fit its booster is refused, naming the file.
+    with zipfile.ZipFile(path) as archive:
+        blobs = {name: archive.read(name) for name in archive.namelist()}
+    meta = json.loads(blobs["meta.json"])
+    meta["params"]["prior_rounds"] = 1000
+    blobs["meta.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(tmp_path / "edited.model", "w") as archive:
+        for name, blob in blobs.items():
+            archive.writestr(name, blob)
+    with pytest.raises(CostModelFileError, match=r"edited\.model: model\.bin holds 40 boosting rounds"):
+        load_cost_model(str(tmp_path / "edited.model"))
 
 
 def test_corrupt_file_is_a_clear_error(tmp_path):
