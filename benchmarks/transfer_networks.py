@@ -124,18 +124,13 @@ def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, arg
             continue
         network, budget = point["network"], point["budget"]
         print(f"\n== {network}: {budget} trials, {arm} again", flush=True)
-        point["arms"][arm] = _tune_arm(
-            network, arm, arms[arm], pack, budget, work_root / model_slug(network) / arm, target
-        )
+        network_root = work_root / model_slug(network)
+        point["arms"][arm] = _tune_arm(network, arm, arms[arm], pack, budget, network_root / arm, target)
         with tempfile.TemporaryDirectory() as views:
             dirs = {
-                other: work_root / model_slug(network) / other
+                other: network_root / other
                 if other == arm
-                else _first_records(
-                    work_root / model_slug(network) / other,
-                    point["arms"][other]["trials"],
-                    Path(views) / other,
-                )
+                else _first_records(network_root / other, point["arms"][other]["trials"], Path(views) / other)
                 for other in arms
             }
             references = budget in (report["budgets"][0], report["budgets"][-1])

@@ -58,8 +58,10 @@ class XGBoostCostModel(LearnedCostModel):
         this model is left as it is. Saved and loaded, it keeps the prior (``prior_rounds``)."""
         if self._booster is None:
             raise RuntimeError("fine_tuned needs a fitted XGBoostCostModel: fit it or load a saved one first")
-        params = {**self.get_params(), "num_rounds": num_rounds}
-        tuned = XGBoostCostModel(**{**params, "prior_rounds": self._booster.num_boosted_rounds()})
+        prior_rounds = self._booster.num_boosted_rounds()
+        tuned = XGBoostCostModel(
+            **{**self.get_params(), "num_rounds": num_rounds, "prior_rounds": prior_rounds}
+        )
         tuned._prior = tuned._booster = self._booster
         tuned._fitted = True
         return tuned
