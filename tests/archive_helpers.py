@@ -10,17 +10,27 @@ from tvm_transfer.common.archive import arrays_bytes, read_arrays
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
 
+def archive_blobs(path) -> dict[str, bytes]:
+    """The members of the model archive at ``path``, by name."""
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def write_archive_blobs(path, blobs) -> None:
+    """Write ``blobs`` (member name -> bytes or str) as a model archive at ``path``."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, blob in blobs.items():
+            archive.writestr(name, blob)
+
+
 def with_changed_arrays(path, out, change) -> None:
     """Copy the archive at ``path`` to ``out`` with ``change`` applied to the arrays (a dict, by name) of its
     ``model.bin``."""
-    with zipfile.ZipFile(path) as archive:
-        blobs = {name: archive.read(name) for name in archive.namelist()}
+    blobs = archive_blobs(path)
     arrays = read_arrays(blobs["model.bin"], "model.bin")
     change(arrays)
     blobs["model.bin"] = arrays_bytes(arrays)
-    with zipfile.ZipFile(out, "w") as archive:
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
+    write_archive_blobs(out, blobs)
 
 
 def assert_tampered_arrays_are_named(path, tmp_path, missing: str, misshaped: str) -> None:

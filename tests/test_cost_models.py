@@ -5,6 +5,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from archive_helpers import archive_blobs, write_archive_blobs
 from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -122,14 +123,11 @@ def test_a_fine_tuned_xgboost_starts_as_its_prior_and_learns_a_correction_of_it(
     with pytest.raises(RuntimeError, match="fine_tuned needs a fitted XGBoostCostModel"):
         make_cost_model("xgboost").fine_tuned()
     # An archive whose prior does not fit its booster is refused, naming the file.
-    with zipfile.ZipFile(path) as archive:
-        blobs = {name: archive.read(name) for name in archive.namelist()}
+    blobs = archive_blobs(path)
     meta = json.loads(blobs["meta.json"])
     meta["params"]["prior_rounds"] = 1000
     blobs["meta.json"] = json.dumps(meta).encode()
-    with zipfile.ZipFile(tmp_path / "edited.model", "w") as archive:
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
+    write_archive_blobs(tmp_path / "edited.model", blobs)
     with pytest.raises(CostModelFileError, match=r"edited\.model: model\.bin holds 40 boosting rounds"):
         load_cost_model(str(tmp_path / "edited.model"))
 

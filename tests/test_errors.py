@@ -2,11 +2,11 @@
 status 2 for usage errors; no traceback unless ``--debug`` or ``TVM_TRANSFER_DEBUG=1``."""
 
 import json
-import zipfile
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from archive_helpers import archive_blobs, write_archive_blobs
 
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main as tenset_main
@@ -153,24 +153,13 @@ def _fitted(name: str, path):
     return path
 
 
-def _blobs(path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
-
-
-def _write(path, blobs) -> None:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
-
-
 def test_an_archive_holding_another_models_payload_is_a_named_file_error(tmp_path, capsys):
     xgb, lgbm = _fitted("xgboost", tmp_path / "x.model"), _fitted("lightgbm", tmp_path / "l.model")
     for host, guest in ((xgb, lgbm), (lgbm, xgb)):
-        blobs = _blobs(host)
-        blobs["model.bin"] = _blobs(guest)["model.bin"]
+        blobs = archive_blobs(host)
+        blobs["model.bin"] = archive_blobs(guest)["model.bin"]
         swapped = tmp_path / f"{host.stem}_with_{guest.stem}.model"
-        _write(swapped, blobs)
+        write_archive_blobs(swapped, blobs)
         with pytest.raises(CostModelFileError, match=rf"{swapped.name}: model\.bin is not a saved \w+ state"):
             load_cost_model(swapped)
     code, line = _error(
@@ -178,11 +167,11 @@ def test_an_archive_holding_another_models_payload_is_a_named_file_error(tmp_pat
     )
     assert code == 2 and "--model-file:" in line and swapped.name in line
 
-    blobs = _blobs(xgb)
+    blobs = archive_blobs(xgb)
     meta = json.loads(blobs["meta.json"])
     meta["params"]["max_depth"] = "deep"
     blobs["meta.json"] = json.dumps(meta)
-    _write(tmp_path / "params.model", blobs)
+    write_archive_blobs(tmp_path / "params.model", blobs)
     with pytest.raises(
         CostModelFileError, match=r"params\.model: meta\.json: hyper-parameter max_depth='deep'"
     ):
