@@ -58,10 +58,16 @@ def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
     assert all(not schedules.exact(t.dispatched[0], target) for t in tasks)
     search = TransferPolicy(seed_search=True).search_strategy(pack, TuneOptions(trials_per_iter=4))
     assert isinstance(search, CopulaSearch)
-    seeded = 0
+    seeded = set()
     for task in tasks:
         mod, spaces, postprocs = design_spaces(task.dispatched[0], target)
         proposals = search.sampler.propose(mod, target, spaces, postprocs, count=4)
-        seeded += bool(proposals)
         assert all(p.schedule.mod is not None for p in proposals)
-    assert seeded == len(tasks)
+        # A task is seeded whenever one of its design spaces was measured in the pack. Which spaces the
+        # 12-trial source run measured for the 10-wide output layer varies with its timing, so only the
+        # hidden layers (every space of theirs is always measured) must be covered.
+        assert bool(proposals) == bool(search.sampler.encodings(mod, spaces, postprocs))
+        if proposals:
+            seeded.add(task.task_name)
+    hidden_layers = {t.task_name for t in tasks if "relu" in t.task_name}
+    assert len(hidden_layers) == 2 and hidden_layers <= seeded
