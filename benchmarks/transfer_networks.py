@@ -22,6 +22,10 @@ the arm is tuned afresh (its old work dirs are moved aside to ``<arm>.before-red
 not tuned again, are compiled from the first N records of their work dirs (N: their trials at that
 budget; a record file is append-only, so that is the work dir as it stood then), all timed side by side
 as before. A redone point says so (``redone``); the redo resumes like the first run.
+
+``--retime TAG`` builds and times every point again without tuning, every arm from the first records of
+its work dir as above: the effect of a change of the compiler alone (e.g. ``--retime fast-math``) on the
+same schedules. Retimed points are marked with the tag; the retime resumes.
 """
 
 from __future__ import annotations
@@ -111,6 +115,35 @@ def _first_records(work_dir: Path, count: int, into: Path) -> Path:
     return into
 
 
+def _as_they_stood(
+    point: dict, arms: dict, network_root: Path, views: Path, fresh: str | None = None
+) -> dict:
+    """Each arm's work dir as it stood at ``point``'s budget: a view of its first records (the records the
+    pack applied, one per task and written before any trial, then its trials), or the ``fresh`` arm's own
+    work dir, just tuned to that budget."""
+    return {
+        arm: network_root / arm
+        if arm == fresh
+        else _first_records(
+            network_root / arm, point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"], views / arm
+        )
+        for arm in arms
+    }
+
+
+def _time_point(
+    report: dict, point: dict, arms: dict, work_root: Path, target, rounds: int, fresh=None
+) -> None:
+    """Time every arm of ``point`` as it stood at its budget (with the reference runtimes at the first and
+    the last budget), into ``point["latency"]``."""
+    network = point["network"]
+    with tempfile.TemporaryDirectory() as views:
+        dirs = _as_they_stood(point, arms, work_root / model_slug(network), Path(views), fresh)
+        references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
+        point["latency"] = time_work_dirs(network, dirs, target, rounds, references)
+    point["finished"], point["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+
+
 def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
     """Measure ``arm`` again at every point of ``report`` not yet redone, beside the other arms as they
     stood at that budget (see the module docstring)."""
@@ -124,19 +157,22 @@ def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, arg
             continue
         network, budget = point["network"], point["budget"]
         print(f"\n== {network}: {budget} trials, {arm} again", flush=True)
-        network_root = work_root / model_slug(network)
-        point["arms"][arm] = _tune_arm(network, arm, arms[arm], pack, budget, network_root / arm, target)
-        with tempfile.TemporaryDirectory() as views:
-            dirs = {
-                other: network_root / other
-                if other == arm
-                else _first_records(network_root / other, point["arms"][other]["trials"], Path(views) / other)
-                for other in arms
-            }
-            references = budget in (report["budgets"][0], report["budgets"][-1])
-            point["latency"] = time_work_dirs(network, dirs, target, args.rounds, references)
+        work_dir = work_root / model_slug(network) / arm
+        point["arms"][arm] = _tune_arm(network, arm, arms[arm], pack, budget, work_dir, target)
+        _time_point(report, point, arms, work_root, target, args.rounds, fresh=arm)
         point["redone"] = [*point.get("redone", []), arm]
-        point["finished"], point["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+        save()
+
+
+def _retime(report: dict, tag: str, arms: dict, work_root: Path, target, args, save) -> None:
+    """Build and time every point of ``report`` not yet retimed under ``tag`` again, every arm as it stood
+    at that budget, without tuning (see the module docstring)."""
+    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+        if point.get("retimed") == tag:
+            continue
+        print(f"\n== {point['network']}: {point['budget']} trials, timed again ({tag})", flush=True)
+        _time_point(report, point, arms, work_root, target, args.rounds)
+        point["retimed"] = tag
         save()
 
 
@@ -193,6 +229,13 @@ def _markdown(report: dict) -> str:
             lines.append(
                 "\nMeasured again beside the other arms as they stood at each budget: "
                 + ", ".join(f"{a} (commit {c})" for a, c in redone)
+                + "."
+            )
+        retimed = sorted({(p["retimed"], p["commit"]) for p in points if "retimed" in p})
+        if retimed:
+            lines.append(
+                "\nBuilt and timed again without tuning, every arm as it stood at each budget: "
+                + ", ".join(f"{tag} (commit {c})" for tag, c in retimed)
                 + "."
             )
         missing = [b for b in report["budgets"] if b not in {p["budget"] for p in points}]
@@ -266,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
     )
+    parser.add_argument(
+        "--retime",
+        metavar="TAG",
+        help="build and time every point again without tuning (e.g. after a compiler change), under TAG",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -304,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--redo-arm: {args.redo_arm!r} is not an arm of {path} ({list(arms)}) or it has no points"
             )
         _redo(report, args.redo_arm, arms, pack, work_root, target, args, save)
+    elif args.retime:
+        _retime(report, args.retime, arms, work_root, target, args, save)
     elif not args.report_only:
         done = {(p["network"], p["budget"]) for p in report["points"]}
         # Budget by budget over the networks, so that a run stopped early has every network's small budgets.

@@ -25,10 +25,14 @@ __all__ = ["PersistentBuilder", "build_and_export", "fast_build", "import_tensor
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:
-    """MetaSchedule's default build without the ``tensor_intrin`` import (runs in builder workers)."""
+    """MetaSchedule's default build without the ``tensor_intrin`` import (runs in builder workers), with
+    the vectorisable ``exp`` and ``erf`` of :mod:`tvm_transfer.fast_math` that compiled networks use."""
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from tvm_transfer.fast_math import use_fast_math
+
+    use_fast_math()
     return tvm_build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
 
 

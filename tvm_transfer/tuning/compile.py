@@ -15,6 +15,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.builder import import_tensor_intrin_fast
+from tvm_transfer.fast_math import use_fast_math
 from tvm_transfer.networks import (
     LoadedModel,
     fusion_passes,
@@ -81,7 +82,9 @@ def build_network(
 ) -> relax.VMExecutable:
     """Build ``mod`` with the schedules of ``database``: fused as at task extraction, tuned functions
     replaced by their best records, weight layouts pre-packed (``layout_free``), the rest lowered by TVM's
-    default. Tasks without a record keep TVM's default (unscheduled) lowering."""
+    default, with the vectorisable ``exp`` and ``erf`` the tuning runs measured
+    (:func:`~tvm_transfer.fast_math.use_fast_math`). Tasks without a record keep TVM's default
+    (unscheduled) lowering."""
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> tvm.IRModule:
@@ -92,6 +95,7 @@ def build_network(
         return tvm.transform.Sequential(lowering_passes(target))(mod)
 
     import_tensor_intrin_fast()
+    use_fast_math()
     with target, database, tvm.transform.PassContext(opt_level=3):
         return relax.build(mod, target=target, relax_pipeline=pipeline)
 
