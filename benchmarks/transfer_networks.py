@@ -37,6 +37,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 
 from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
@@ -116,14 +117,14 @@ def _first_records(work_dir: Path, count: int, into: Path) -> Path:
 
 
 def _as_they_stood(
-    point: dict, arms: dict, network_root: Path, views: Path, fresh: str | None = None
+    point: dict, arms: dict, network_root: Path, views: Path, fresh: Collection[str] = ()
 ) -> dict:
     """Each arm's work dir as it stood at ``point``'s budget: a view of its first records (the records the
-    pack applied, one per task and written before any trial, then its trials), or the ``fresh`` arm's own
-    work dir, just tuned to that budget."""
+    pack applied, one per task and written before any trial, then its trials), or for the ``fresh`` arms
+    their own work dirs, just tuned to that budget."""
     return {
         arm: network_root / arm
-        if arm == fresh
+        if arm in fresh
         else _first_records(
             network_root / arm, point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"], views / arm
         )
@@ -132,7 +133,7 @@ def _as_they_stood(
 
 
 def _time_point(
-    report: dict, point: dict, arms: dict, work_root: Path, target, rounds: int, fresh=None
+    report: dict, point: dict, arms: dict, work_root: Path, target, rounds: int, fresh: Collection[str] = ()
 ) -> None:
     """Time every arm of ``point`` as it stood at its budget (with the reference runtimes at the first and
     the last budget), into ``point["latency"]``."""
@@ -159,7 +160,7 @@ def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, arg
         print(f"\n== {network}: {budget} trials, {arm} again", flush=True)
         work_dir = work_root / model_slug(network) / arm
         point["arms"][arm] = _tune_arm(network, arm, arms[arm], pack, budget, work_dir, target)
-        _time_point(report, point, arms, work_root, target, args.rounds, fresh=arm)
+        _time_point(report, point, arms, work_root, target, args.rounds, fresh={arm})
         point["redone"] = [*point.get("redone", []), arm]
         save()
 
@@ -224,18 +225,16 @@ def _markdown(report: dict) -> str:
             trials = ", ".join(str(p["arms"][a]["trials"]) for a in arms)
             from_pack = max(p["arms"][a]["from_pack"] for a in arms)
             lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} |")
-        redone = sorted({(a, p["commit"]) for p in points for a in p.get("redone", [])})
+        redone = sorted({a for p in points for a in p.get("redone", [])})
         if redone:
             lines.append(
-                "\nMeasured again beside the other arms as they stood at each budget: "
-                + ", ".join(f"{a} (commit {c})" for a, c in redone)
-                + "."
+                "\nTuned again beside the other arms as they stood at each budget: " + ", ".join(redone) + "."
             )
-        retimed = sorted({(p["retimed"], p["commit"]) for p in points if "retimed" in p})
+        retimed = sorted({p["retimed"] for p in points if "retimed" in p})
         if retimed:
             lines.append(
                 "\nBuilt and timed again without tuning, every arm as it stood at each budget: "
-                + ", ".join(f"{tag} (commit {c})" for tag, c in retimed)
+                + ", ".join(retimed)
                 + "."
             )
         missing = [b for b in report["budgets"] if b not in {p["budget"] for p in points}]
@@ -363,18 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== {network}: {budget} trials", flush=True)
             dirs = {arm: work_root / model_slug(network) / arm for arm in arms}
             tuned = {arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms}
-            references = budget in (budgets[0], budgets[-1])
-            latency = time_work_dirs(network, dirs, target, args.rounds, references)
-            report["points"].append(
-                {
-                    "network": network,
-                    "budget": budget,
-                    "arms": tuned,
-                    "latency": latency,
-                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                    "commit": git_commit(short=True),
-                }
-            )
+            point = {"network": network, "budget": budget, "arms": tuned}
+            _time_point(report, point, arms, work_root, target, args.rounds, fresh=set(arms))
+            report["points"].append(point)
             save()
     if args.report_only:
         save()

@@ -212,6 +212,20 @@ def test_time_interleaved_keeps_the_fastest_round():
     assert seconds["slow at first"] < 0.025
 
 
+def test_time_interleaved_times_a_callable_warm_after_another_ran():
+    last = {"caller": None}
+
+    def cold_after_others(name: str) -> None:
+        # 50 ms when another callable ran last (its caches and threads are cold), else 1 ms.
+        time.sleep(0.05 if last["caller"] not in (None, name) else 0.001)
+        last["caller"] = name
+
+    calls = {name: (lambda name=name: cold_after_others(name)) for name in ("a", "b")}
+    seconds = time_interleaved(calls, rounds=1, min_seconds=0.03)
+    # Timed cold, each turn would average at least (50 + 1) / 2 ms a call.
+    assert seconds["a"] < 0.02 and seconds["b"] < 0.02
+
+
 def test_time_interleaved_names_what_failed_and_checks_its_settings():
     with pytest.raises(RuntimeError, match=r"^boom failed while timed: ValueError: no$"):
         time_interleaved(

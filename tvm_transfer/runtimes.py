@@ -106,16 +106,23 @@ class RuntimeResult:
         return self.status == "ok"
 
 
+#: Pause before each callable's turn (seconds). The thread pools of PyTorch (OpenMP), ONNX Runtime and TVM
+#: spin for a while after their work, waiting for more; a runtime timed right after another otherwise
+#: shares the cores with those spinning threads (measured: PyTorch eager 15% slower after TVM on 2 cores).
+SETTLE_SECONDS = 0.1
+
+
 def time_interleaved(
     calls: Mapping[str, Callable[[], object]], rounds: int, min_seconds: float
 ) -> dict[str, float]:
     """Latency of one call of each callable (seconds): the fastest of ``rounds`` interleaved rounds.
 
-    Each callable is called once untimed first (warm-up). In every round each callable in turn runs
-    repeatedly until ``min_seconds`` have passed (at least once) and its mean per call is kept; the order
-    rotates from round to round so that no callable always follows the same one. The fastest round is the
-    result, since noise from other programs on the machine only ever slows a call down. An exception of
-    a callable propagates as a :class:`RuntimeError` naming it.
+    Each callable is called once untimed first (warm-up). In every round each callable in turn, after a
+    pause of :data:`SETTLE_SECONDS` and one untimed call, runs repeatedly until ``min_seconds`` have passed
+    (at least once) and its mean per call is kept; the order rotates from round to round so that no
+    callable always follows the same one. The fastest round is the result, since noise from other programs
+    on the machine only ever slows a call down. An exception of a callable propagates as a
+    :class:`RuntimeError` naming it.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
@@ -129,6 +136,8 @@ def time_interleaved(
         shift = round_index % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             fn = calls[name]
+            time.sleep(SETTLE_SECONDS)
+            _call_named(name, fn)  # its data back in cache after the previous callable's
             count = 0
             start = time.perf_counter()
             while True:
