@@ -108,7 +108,7 @@ class RuntimeResult:
 
 #: Pause before each callable's turn (seconds). The thread pools of PyTorch (OpenMP), ONNX Runtime and TVM
 #: spin for a while after their work, waiting for more; a runtime timed right after another otherwise
-#: shares the cores with those spinning threads (measured: PyTorch eager 15% slower after TVM on 2 cores).
+#: shares the cores with those spinning threads (docs/runtimes.md has a measurement).
 SETTLE_SECONDS = 0.1
 
 

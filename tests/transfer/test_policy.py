@@ -63,9 +63,9 @@ def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
         mod, spaces, postprocs = design_spaces(task.dispatched[0], target)
         proposals = search.sampler.propose(mod, target, spaces, postprocs, count=4)
         assert all(p.schedule.mod is not None for p in proposals)
-        # A task is seeded whenever one of its design spaces was measured in the pack. Which spaces the
-        # 12-trial source run measured for the 10-wide output layer varies with its timing, so only the
-        # hidden layers (every space of theirs is always measured) must be covered.
+        # A task is seeded whenever one of its design spaces was measured in the pack. The 10-wide output
+        # layer has only some of its batch-1 design spaces at batch 4, and which ones the 12-trial source
+        # run measured varies with its timing; the hidden layers' spaces are the same at both batches.
         assert bool(proposals) == bool(search.sampler.encodings(mod, spaces, postprocs))
         if proposals:
             seeded.add(task.task_name)
