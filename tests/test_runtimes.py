@@ -19,6 +19,7 @@ from tvm_transfer.runtimes import (
     compare_runtimes,
     export_onnx,
     format_results,
+    onnxruntime_options,
     time_interleaved,
     tvm_threads,
 )
@@ -134,6 +135,21 @@ def test_a_wrong_candidate_is_measured_and_a_misshapen_one_fails(net, image):
     assert results["breaks later"].status == "failed while timed: MemoryError: out of arena"
     assert results["breaks later"].max_abs_error < 1e-4 and results["breaks later"].seconds is None
     assert results["PyTorch eager"].seconds > 0 and results["off by one"].seconds > 0
+
+
+def test_onnxruntime_spins_exactly_when_the_other_runtimes_do(monkeypatch):
+    def spinning() -> set[str]:
+        options = onnxruntime_options(2)
+        assert (options.intra_op_num_threads, options.inter_op_num_threads) == (2, 1)
+        keys = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
+        return {options.get_session_config_entry(key) for key in keys}
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # libgomp reads it case-insensitively
+    assert spinning() == {"0"}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert spinning() == {"1"}
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert spinning() == {"1"}
 
 
 def test_missing_onnxruntime_is_not_available(net, image, monkeypatch):

@@ -26,6 +26,7 @@ from tenset_tools.atomic import atomic_output
 from tvm_transfer.common.errors import error_chain, one_line
 
 if TYPE_CHECKING:
+    import onnxruntime
     import torch
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "compare_runtimes",
     "export_onnx",
     "format_results",
+    "onnxruntime_options",
     "time_interleaved",
     "tvm_threads",
 ]
@@ -451,6 +453,22 @@ def _fresh_inductor_cache() -> Iterator[None]:
         yield
 
 
+def onnxruntime_options(threads: int) -> onnxruntime.SessionOptions:
+    """ONNX Runtime's session options for a comparison on ``threads`` intra-op threads: one inter-op
+    thread, and idle workers that spin exactly when PyTorch's OpenMP workers do. Under
+    ``OMP_WAIT_POLICY=PASSIVE`` (which the ``tvm-transfer`` command and the benchmarks set, with TVM's
+    ``TVM_THREAD_POOL_SPIN_COUNT=0``) no runtime spins; otherwise all three keep their default, spinning."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    spin = "0" if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE" else "1"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+    return options
+
+
 def _onnxruntime(model: ComparedModel, stack: contextlib.ExitStack) -> Callable[[], object]:
     try:
         import onnxruntime
@@ -463,13 +481,7 @@ def _onnxruntime(model: ComparedModel, stack: contextlib.ExitStack) -> Callable[
             path = export_onnx(model.torch_module, model.inputs, directory / f"{_file_stem(model.name)}.onnx")
         except Exception as error:
             raise _NotAvailable(f"torch.onnx.export failed: {one_line(error)}") from error
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = model.threads
-    options.inter_op_num_threads = 1
-    # Idle workers that spin keep a core busy after each call, slowing whichever runtime runs next in an
-    # interleaved round on a small machine; sleeping workers cost ONNX Runtime a little wake-up latency.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options = onnxruntime_options(model.threads)
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     if len(names) != len(model.inputs):
