@@ -1,7 +1,6 @@
 """Our cost models inside real MetaSchedule runs, and their persistence."""
 
 import json
-import zipfile
 
 import numpy as np
 import pytest
@@ -150,13 +149,9 @@ def test_other_version_and_other_model_are_refused(measured, tmp_path):
     ):
         make_cost_model("xgboost").load(str(path))
     old = tmp_path / "old.model"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(old, "w") as dst:
-        for item in src.namelist():
-            data = src.read(item)
-            dst.writestr(
-                item,
-                data.replace(b'"format_version": 3', b'"format_version": 0') if item == "meta.json" else data,
-            )
+    blobs = archive_blobs(path)
+    blobs["meta.json"] = blobs["meta.json"].replace(b'"format_version": 3', b'"format_version": 0')
+    write_archive_blobs(old, blobs)
     with pytest.raises(CostModelFileError, match=r"version 0, expected .* version 3; retrain"):
         make_cost_model("lightgbm").load(str(old))
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import zipfile
 
 import numpy as np
 import pytest
+from archive_helpers import archive_blobs, write_archive_blobs
 from hetero_synthetic import permuted_target_rows, source_rows
 
 from tvm_transfer.common.archive import CostModelFileError
@@ -78,12 +78,9 @@ def test_mismatched_model_files_are_named(tmp_path, source_model, adapted):
 
     # A blob altered after saving (here: the residual booster swapped for zeros) fails its checksum.
     tampered = tmp_path / "tampered.model"
-    with zipfile.ZipFile(tmp_path / "adapted.model") as archive:
-        blobs = {name: archive.read(name) for name in archive.namelist()}
+    blobs = archive_blobs(tmp_path / "adapted.model")
     blobs["residual.ubj"] = bytes(len(blobs["residual.ubj"]))
-    with zipfile.ZipFile(tampered, "w") as archive:
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
+    write_archive_blobs(tampered, blobs)
     with pytest.raises(ModelFileMismatchError, match=r"checksum mismatch in residual\.ubj"):
         ModelX.load(tampered)
 
@@ -91,8 +88,6 @@ def test_mismatched_model_files_are_named(tmp_path, source_model, adapted):
     meta = json.loads(blobs["meta.json"])
     meta["format_version"] = 99
     blobs["meta.json"] = json.dumps(meta).encode()
-    with zipfile.ZipFile(tmp_path / "future.model", "w") as archive:
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
+    write_archive_blobs(tmp_path / "future.model", blobs)
     with pytest.raises(CostModelFileError, match="version 99"):
         ModelX.load(tmp_path / "future.model")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import zipfile
 
 import numpy as np
 import pytest
+from archive_helpers import archive_blobs, write_archive_blobs
 
 from tvm_transfer.cli import main as cli_main
 from tvm_transfer.common.estimators import (
@@ -119,14 +119,11 @@ def test_models_save_load_and_refuse_other_formats(tmp_path, c9):
     assert restored.predict_error_kind(c9.visible[:20]) == v.predict_error_kind(c9.visible[:20])
     with pytest.raises(CostModelFileError, match="holds a ValidityModel"):
         AdvancedModel.load(tmp_path / "v.zip")
-    with zipfile.ZipFile(tmp_path / "p.zip") as archive:
-        meta = json.loads(archive.read("meta.json"))
-        blobs = {n: archive.read(n) for n in archive.namelist() if n != "meta.json"}
+    blobs = archive_blobs(tmp_path / "p.zip")
+    meta = json.loads(blobs["meta.json"])
     meta["format_version"] = 99
-    with zipfile.ZipFile(tmp_path / "old.zip", "w") as archive:
-        archive.writestr("meta.json", json.dumps(meta))
-        for name, blob in blobs.items():
-            archive.writestr(name, blob)
+    blobs["meta.json"] = json.dumps(meta)
+    write_archive_blobs(tmp_path / "old.zip", blobs)
     with pytest.raises(CostModelFileError, match="version 99"):
         PerformanceModel.load(tmp_path / "old.zip")
     (tmp_path / "junk.zip").write_text("not a zip")
