@@ -119,9 +119,9 @@ def time_interleaved(
 ) -> dict[str, float]:
     """Latency of one call of each callable (seconds): the fastest of ``rounds`` interleaved rounds.
 
-    Each callable is called once untimed first (warm-up). In every round each callable in turn, after a
-    pause of :data:`SETTLE_SECONDS` and one untimed call, runs repeatedly until ``min_seconds`` have passed
-    (at least once) and its mean per call is kept; the order rotates from round to round so that no
+    In every round each callable in turn, after a pause of :data:`SETTLE_SECONDS` and one untimed call
+    (its warm-up), runs repeatedly until ``min_seconds`` have passed (at least once) and its mean per call
+    is kept; the order rotates from round to round so that no
     callable always follows the same one. The fastest round is the result, since noise from other programs
     on the machine only ever slows a call down. An exception of a callable propagates as a
     :class:`RuntimeError` naming it.
@@ -131,15 +131,13 @@ def time_interleaved(
     if not (isinstance(min_seconds, int | float) and math.isfinite(min_seconds) and min_seconds > 0):
         raise ValueError(f"min_seconds must be a positive number of seconds, got {min_seconds!r}")
     names = list(calls)
-    for name in names:
-        _call_named(name, calls[name])
     best = dict.fromkeys(names, math.inf)
     for round_index in range(rounds):
         shift = round_index % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             fn = calls[name]
             time.sleep(SETTLE_SECONDS)
-            _call_named(name, fn)  # its data back in cache after the previous callable's
+            _call_named(name, fn)  # warm: its data back in cache after the previous callable's
             count = 0
             start = time.perf_counter()
             while True:
