@@ -11,8 +11,8 @@ and iteration kinds of its first block with a reduction (``conv2d_nchw``/``SSSSR
 ``group_conv2d_nchw``: depthwise convolution, ``matmul``/``SSR``: dense layer, ``matmul``/``SSSR``: batch
 matmul); tasks without a reduction are never taken. Nothing measured enters the rule.
 
-Arms. Every operator is tuned alone, per arm in ``work/bench_transfer_ops/<mcpu>/<network>/<task>/<arm>``,
-to 64 trials in batches of 8:
+Arms. Every operator is tuned alone, per arm and seed (:data:`SEEDS`, ``--seeds``) in
+``work/bench_transfer_ops/<mcpu>/<network>/<task>/<arm>/seed<k>``, to 64 trials in batches of 8:
 
 * ``transfer``: the pack's record of the task measured on this target when it has one (0 trials),
   else the default policy's cost model and search strategy;
@@ -22,17 +22,20 @@ to 64 trials in batches of 8:
 does not hold (:data:`DEV_NETWORKS`), one arm per candidate policy (:data:`DEV_ARMS`), the same baseline.
 Each transfer arm keeps the guard's weight after every measured batch.
 
-The pick after N trials is the record an arm measured fastest among its first N records, in measurement
-order. All picks of an operator are re-timed together (``benchmarks.common.retime``: interleaved rounds,
-fastest kept); each transfer pick is reported relative to the baseline's pick after the last budget.
+The pick after N trials is the record a run measured fastest among its first N records, in measurement
+order. All picks of an operator, of every arm and seed, are re-timed together
+(``benchmarks.common.retime``: interleaved rounds, fastest kept). An operator's figure at N trials is the
+geometric mean over seeds of a transfer arm's picks after N, relative to the geometric mean over seeds of
+the baseline's picks after the last budget: one run per operator is dominated by the search's randomness.
 Goals: geometric mean over operators at 16 trials at most 1.0; no operator above 1.5 at 16 trials.
 
 The pack must exclude the held-out networks (as ``transfer_networks`` checks). The report is written after
-every operator; a re-run skips finished operators, and the work dirs resume an interrupted tuning.
+every operator; a re-run skips finished operators (all of them when the seeds differ), and the work dirs
+resume an interrupted tuning.
 
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
-    python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8 and 16 trials
+    python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
 """
 
 from __future__ import annotations
@@ -70,12 +73,11 @@ BASELINE = "tvm-xgb-nowarmup"
 ARMS = {"transfer": DEFAULT_POLICY}
 DEV_NETWORKS = ("torchvision:mnasnet1_0", "bert_small_layer")
 DEV_ARMS = {
-    policy.name: policy
-    for policy in (
-        TransferPolicy(seed_search=False),
-        TransferPolicy(seed_search=False, fine_tune=True),
-    )
+    f"tuned-model-guard{n}": TransferPolicy(seed_search=False, fine_tune=True, guard_min_measured=n)
+    for n in (4, 16)
 }
+#: Seeds of every arm's search and models; an operator's figures are geometric means over them.
+SEEDS = (0, 1, 2)
 #: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
 GOAL_TRIALS, GOAL_GEOMEAN, GOAL_WORST = 16, 1.0, 1.5
 
@@ -109,15 +111,23 @@ def _operators(networks: tuple[str, ...], per_network: int, target) -> list[tupl
 
 
 def _tune(
-    network: str, task, policy: TransferPolicy | None, pack: TransferPack, work_dir: Path, target, trials: int
+    network: str,
+    task,
+    policy: TransferPolicy | None,
+    pack: TransferPack,
+    work_dir: Path,
+    target,
+    trials: int,
+    seed: int,
 ) -> dict:
     """Tune ``task`` alone with ``policy`` (``None``: the baseline) to ``trials`` trials in ``work_dir``
-    (resuming); what it took, and the guard's weight after each batch it measured."""
-    options = TuneOptions(trials=trials, trials_per_iter=TRIALS_PER_ITER)
+    (resuming), the search and the models seeded with ``seed``; what it took, and the guard's weight after
+    each batch it measured."""
+    options = TuneOptions(trials=trials, trials_per_iter=TRIALS_PER_ITER, seed=seed)
     parts: dict = {"cost_model": BASELINE}
     if policy is not None:
         parts = {
-            "cost_model": policy.cost_model(pack),
+            "cost_model": policy.cost_model(pack, seed=seed),
             "search_strategy": policy.search_strategy(pack, options),
             "transfer_pack": pack,
         }
@@ -133,42 +143,58 @@ def _tune(
     }
 
 
+def _geomean(values: list[float]) -> float:
+    """Geometric mean (``inf`` if any value is)."""
+    return float(np.exp(np.mean(np.log(values)))) if values else math.inf
+
+
 def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, target, args) -> dict:
-    """Tune every arm of one operator, re-time their picks together, and return its report row."""
+    """Tune every arm of one operator with every seed, re-time all their picks together, and return its
+    report row."""
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     checkpoints, last = args.checkpoints, args.checkpoints[-1]
-    row = {"network": network, "task": task.task_name, **facts, "arms": {}}
+    row = {"network": network, "task": task.task_name, **facts, "seeds": list(args.seeds), "arms": {}}
     picks, mods = {}, {}
     for arm, policy in {**args.arms, BASELINE: None}.items():
-        work_dir = work_root / model_slug(network) / task.task_name / arm
-        row["arms"][arm] = _tune(network, task, policy, pack, work_dir, target, last)
-        records = records_in_order(work_dir)
-        row["arms"][arm]["records"] = len(records)
-        measured = [seconds for _, seconds in records]
-        for n in checkpoints if policy is not None else (last,):
-            if not records:
-                continue
-            best = int(np.argmin(measured[:n]))
-            key = shash2hex(records[best][0])
-            picks[arm, n] = (key, measured[best])
-            mods.setdefault(key, records[best][0])
+        row["arms"][arm] = {}
+        for seed in args.seeds:
+            work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
+            run = _tune(network, task, policy, pack, work_dir, target, last, seed)
+            records = records_in_order(work_dir)
+            row["arms"][arm][str(seed)] = {**run, "records": len(records)}
+            measured = [seconds for _, seconds in records]
+            for n in checkpoints if policy is not None else (last,):
+                if records:
+                    best = int(np.argmin(measured[:n]))
+                    key = shash2hex(records[best][0])
+                    picks[arm, seed, n] = (key, measured[best])
+                    mods.setdefault(key, records[best][0])
     cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
     latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
-    base_key, base_measured = picks.get((BASELINE, last), (None, math.inf))
-    base = latency.get(base_key, math.inf)
-    row["baseline_us"] = base * 1e6 if math.isfinite(base) else None
-    row["retimed_us"], row["ratio"], row["ratio_measured"] = {}, {}, {}
+
+    def seconds(arm: str, seed: int, n: int) -> tuple[float, float]:
+        """(re-timed, as measured) seconds of a pick; ``inf`` when it failed or there was none."""
+        key, measured = picks.get((arm, seed, n), (None, math.inf))
+        return latency.get(key, math.inf), measured
+
+    base = [seconds(BASELINE, seed, last) for seed in args.seeds]
+    base_retimed, base_measured = _geomean([b[0] for b in base]), _geomean([b[1] for b in base])
+    row["baseline_us"] = base_retimed * 1e6 if math.isfinite(base_retimed) else None
+    row["baseline_us_by_seed"] = [b[0] * 1e6 if math.isfinite(b[0]) else None for b in base]
+
+    def relative(seconds_: float, base_: float) -> float | None:
+        """inf: a pick failed or there was none; None: no baseline to compare with."""
+        return seconds_ / base_ if math.isfinite(base_) else None
+
+    row["ratio"], row["ratio_by_seed"], row["ratio_measured"] = {}, {}, {}
     for arm in args.arms:
-        retimed, ratio, ratio_measured = {}, {}, {}
-        for n in checkpoints:
-            key, measured = picks.get((arm, n), (None, math.inf))
-            seconds = latency.get(key, math.inf)
-            retimed[str(n)] = seconds * 1e6 if math.isfinite(seconds) else None
-            # inf: the pick failed or there was none; None: no baseline to compare with.
-            ratio[str(n)] = seconds / base if math.isfinite(base) else None
-            ratio_measured[str(n)] = measured / base_measured if math.isfinite(base_measured) else None
-        row["retimed_us"][arm], row["ratio"][arm], row["ratio_measured"][arm] = retimed, ratio, ratio_measured
+        for n in map(str, checkpoints):
+            picked = [seconds(arm, seed, int(n)) for seed in args.seeds]
+            retimed, measured = [p[0] for p in picked], [p[1] for p in picked]
+            row["ratio"].setdefault(arm, {})[n] = relative(_geomean(retimed), base_retimed)
+            row["ratio_by_seed"].setdefault(arm, {})[n] = [relative(p, base_retimed) for p in retimed]
+            row["ratio_measured"].setdefault(arm, {})[n] = relative(_geomean(measured), base_measured)
     row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
     return row
 
@@ -181,7 +207,7 @@ def _summary(report: dict) -> dict:
         geomean, worst = {}, {}
         for n in map(str, report["checkpoints"]):
             ratios = [r["ratio"][arm][n] for r in report["rows"] if r["ratio"][arm].get(n) is not None]
-            geomean[n] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
+            geomean[n] = _geomean(ratios) if ratios else None
             worst[n] = max(ratios) if ratios else None
         mean, bad = geomean.get(str(GOAL_TRIALS)), worst.get(str(GOAL_TRIALS))
         goals = {
@@ -196,6 +222,12 @@ def _cell(value: float | None, fmt: str = ".3f") -> str:
     return "n/a" if value is None else f"{value:{fmt}}"
 
 
+def _spread(values: list[float | None]) -> str:
+    """``lowest-highest`` of the per-seed ratios."""
+    known = [v for v in values if v is not None]
+    return f"{min(known):.2f}-{max(known):.2f}" if known else "n/a"
+
+
 def _arm_table(report: dict, arm: str) -> list[str]:
     """The markdown table of one transfer arm and its goal lines."""
     checkpoints, summary, last = report["checkpoints"], report["summary"][arm], report["checkpoints"][-1]
@@ -206,13 +238,14 @@ def _arm_table(report: dict, arm: str) -> list[str]:
         "|---|---|---|---|---|---|" + "---|" * len(checkpoints) + "---|",
     ]
     for r in report["rows"]:
-        ratio, measured = r["ratio"][arm], r["ratio_measured"][arm]
-        ratios = [f"{_cell(ratio[str(n)])} ({_cell(measured[str(n)])})" for n in checkpoints]
+        ratio, by_seed = r["ratio"][arm], r["ratio_by_seed"][arm]
+        ratios = [f"{_cell(ratio[str(n)])} ({_spread(by_seed[str(n)])})" for n in checkpoints]
+        from_pack = any(run["from_pack"] for run in r["arms"][arm].values())
         lines.append(
             f"| {r['network']} | {r['task']} | {r['kind']} | {r['share']:.3f} | {r['mflop']:.1f} | "
             f"{_cell(r['baseline_us'], '.1f')} | "
             + " | ".join(ratios)
-            + f" | {'yes' if r['arms'][arm]['from_pack'] else 'no'} |"
+            + f" | {'yes' if from_pack else 'no'} |"
         )
     geomeans = " | ".join(_cell(summary["geomean"][str(n)]) for n in checkpoints)
     lines += [f"| geometric mean | | | | | | {geomeans} | |", ""]
@@ -228,9 +261,10 @@ def _guard_lines(report: dict) -> list[str]:
     lines = ["Guard: the pretrained model's weight after each measured batch (this run's batches).", ""]
     for r in report["rows"]:
         for arm in report["arms"]:
-            weights = r["arms"][arm].get("guard_weights")
-            if weights:
-                lines.append(f"- {r['task']}, {arm}: " + " ".join(f"{w:.2f}" for w in weights))
+            for seed, run in r["arms"][arm].items():
+                if run.get("guard_weights"):
+                    weights = " ".join(f"{w:.2f}" for w in run["guard_weights"])
+                    lines.append(f"- {r['task']}, {arm}, seed {seed}: {weights}")
     return [*lines, ""]
 
 
@@ -242,9 +276,10 @@ def _markdown(report: dict) -> str:
         "",
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
         f"`{report['target']}`; pack `{pack['path']}` ({pack['describe']}). Operators of "
-        f"{', '.join(report['networks'])}. Per operator: a transfer arm's pick after N trials relative "
-        f"to {BASELINE}'s pick after {last}, all re-timed together (fastest of {report['rounds']} "
-        "interleaved rounds); in brackets the same ratio as the tuner measured it.",
+        f"{', '.join(report['networks'])}, each tuned with seeds {', '.join(map(str, report['seeds']))}. "
+        f"Per operator: the geometric mean over seeds of a transfer arm's pick after N trials, relative to "
+        f"that of {BASELINE}'s pick after {last}, all re-timed together (fastest of {report['rounds']} "
+        "interleaved rounds); in brackets the lowest and highest seed's pick against the same baseline.",
         "",
     ]
     for arm in report["arms"]:
@@ -273,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
     )
     parser.add_argument("--work-root", default="work/bench_transfer_ops", help="root of the work dirs")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help=f"seeds of every arm (default: {SEEDS}; --quick: 0)"
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -280,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     per_network = QUICK_PER_NETWORK if args.quick else PER_NETWORK
     args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
+    args.seeds = args.seeds or ([0] if args.quick else list(SEEDS))
     args.arms = DEV_ARMS if args.dev else ARMS
     name = "transfer_operators_dev" if args.dev else "transfer_operators"
 
@@ -292,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     report = None if args.quick else load_resumable(path, pack, target)
     if report is not None and report.get("arms") != list(args.arms):
         raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
+    if report is not None and report.get("seeds") != args.seeds:
+        print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)
+        report = None  # the work dirs keep every tuning, so only the picks are re-timed
     if report is None:
         report = {"rows": []}
     operators = _operators(networks, per_network, target)
@@ -302,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             "checkpoints": list(args.checkpoints),
             "arms": list(args.arms),
             "rounds": args.rounds,
+            "seeds": args.seeds,
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
         }

@@ -3,6 +3,7 @@ task's measurements keeps the search, one trained on inverted labels hands it to
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -62,12 +63,13 @@ def test_the_weight_is_a_clipped_linear_function_of_the_correlation():
 
 def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_mlp, target):
     work_dir, _ = tuned_mlp
-    good = GuardedCostModel(pack.model())  # trained on these measurements: it ranks them
+    # The fixture's run measured 4 candidates per task: judge them all.
+    good = GuardedCostModel(pack.model(), min_measured=4)  # trained on these measurements: it ranks them
     contexts = _replay(good, work_dir, target)
     assert len(good.decisions_) == 3
     assert all(d.correlation > 0.5 and d.weight == 1.0 for d in good.decisions_)
 
-    bad = GuardedCostModel(_misleading(pack.corpus()))
+    bad = GuardedCostModel(_misleading(pack.corpus()), min_measured=4)
     _replay(bad, work_dir, target)
     assert all(d.correlation < 0.0 and d.weight == 0.0 for d in bad.decisions_)
     # With no weight left, the online model alone ranks the candidates.
@@ -75,10 +77,30 @@ def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_ml
     assert np.array_equal(bad.predict(context, candidates), bad.online_.predict(context, candidates))
 
 
+def test_the_guard_waits_for_min_measured_candidates_before_it_judges(pack, tuned_mlp, target):
+    work_dir, _ = tuned_mlp
+    measured = len(open_database(work_dir).get_all_tuning_records())
+    patient = GuardedCostModel(_misleading(pack.corpus()), min_measured=measured + 1)
+    _replay(patient, work_dir, target)
+    # Each batch's own correlation is known, but too few candidates were measured, for any task or over
+    # all of them, to take the ranking from the pretrained model.
+    assert all(d.correlation < 0.0 and math.isnan(d.running) for d in patient.decisions_)
+    assert all(d.weight == 1.0 for d in patient.decisions_)
+    pooled = GuardedCostModel(_misleading(pack.corpus()), min_measured=measured)
+    _replay(pooled, work_dir, target)
+    # Once every task's candidates together are enough, the pooled correlation decides the weight of a
+    # task with too few of its own.
+    assert math.isnan(pooled.decisions_[-1].running) and pooled.decisions_[-1].weight == 0.0
+    with pytest.raises(ValueError, match="must be at least min_batch"):
+        GuardedCostModel(pack.model(), min_batch=8, min_measured=4)
+
+
 def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, target, monkeypatch):
     work_dir, _ = tuned_mlp
     # As the transfer policy builds it: our XGBoost online; the weight gives each model a share.
-    guard = GuardedCostModel(pack.model(), make_cost_model("xgboost"), threshold=-1.0, margin=2.5)
+    guard = GuardedCostModel(
+        pack.model(), make_cost_model("xgboost"), threshold=-1.0, margin=2.5, min_measured=4
+    )
     contexts = _replay(guard, work_dir, target)
     context, candidates = contexts[0]
     weight = guard.weight(shash2hex(context.mod))

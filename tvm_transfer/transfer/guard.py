@@ -7,8 +7,9 @@ after it is measured, :meth:`GuardedCostModel.update` asks the pretrained model 
 batch (the model changes only in ``update``, so these are the predictions it made when the batch was
 chosen) and computes their Spearman rank correlation with the measured throughputs (1 / latency; failed
 candidates count as 0). The task's running correlation is one Spearman correlation over the pooled
-(prediction, throughput) pairs of its first ``window`` batches; from it the weight of the pretrained
-model is
+(prediction, throughput) pairs of its first ``window`` batches, once they hold ``min_measured``
+candidates (fewer rank too noisily to decide: a batch is the search's top picks, a narrow slice of the
+task); from it the weight of the pretrained model is
 
     w = clip((rho - threshold) / margin, 0, 1)
 
@@ -82,7 +83,11 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         Batches of a task that decide its weight; later batches are still recorded but no longer move
         it, because late in a search the candidates are near-identical and their ranking is mostly noise.
     min_batch:
-        Fewest measured candidates for a correlation to be defined.
+        Fewest measured candidates for a batch's own correlation (:attr:`GuardDecision.correlation`).
+    min_measured:
+        Fewest pooled candidates for a running correlation, of a task or over every task, to be defined:
+        until a task's first batches hold that many, its weight is the pooled one (1 while that is
+        undefined too).
     adapt_pretrained:
         Also ``update`` the pretrained model with every batch (fine-tuning it online). Off by default: a
         model holding a large corpus refits on all of it after every batch, and the guard's correlation
@@ -98,6 +103,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         margin: float = 0.3,
         window: int = 3,
         min_batch: int = 4,
+        min_measured: int = 16,
         adapt_pretrained: bool = False,
     ) -> None:
         super().__init__()
@@ -107,6 +113,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             raise ValueError(f"window must be at least 1 batch, got {window}")
         if min_batch < 2:
             raise ValueError(f"min_batch must be at least 2 candidates, got {min_batch}")
+        if min_measured < min_batch:
+            raise ValueError(f"min_measured ({min_measured}) must be at least min_batch ({min_batch})")
         if not -1.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {threshold}")
         self.pretrained = pretrained
@@ -115,6 +123,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         self.margin = margin
         self.window = window
         self.min_batch = min_batch
+        self.min_measured = min_measured
         self.adapt_pretrained = adapt_pretrained
         self.online_ = online if online is not None else _tvm_xgb_nowarmup()
         self.decisions_: list[GuardDecision] = []
@@ -127,13 +136,13 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         throughputs scaled by its best, so that tasks of different speeds compare); NaN while undefined."""
         if task is not None:
             predicted, throughput = self._pairs.get(task, ([], []))
-            return self._correlation(np.asarray(predicted), np.asarray(throughput))
+            return self._correlation(np.asarray(predicted), np.asarray(throughput), self.min_measured)
         predicted, throughput = [], []
         for p, t in self._pairs.values():
             predicted += list(rankdata(p) / len(p))
             best = max(t)
             throughput += [v / best if best > 0 else 0.0 for v in t]
-        return self._correlation(np.asarray(predicted), np.asarray(throughput))
+        return self._correlation(np.asarray(predicted), np.asarray(throughput), self.min_measured)
 
     def weight(self, task: str) -> float:
         """The pretrained model's share of the ranking of ``task``'s candidates now."""
@@ -177,7 +186,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         throughput = np.where(
             np.isfinite(seconds) & (seconds > 0), 1.0 / np.where(seconds > 0, seconds, 1), 0
         )
-        correlation = self._correlation(predicted, throughput)
+        correlation = self._correlation(predicted, throughput, self.min_batch)
         count = self._counts.get(task, 0)
         if count < self.window:
             pairs = self._pairs.setdefault(task, ([], []))
@@ -211,8 +220,9 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             return None
         return self.pretrained.features(context, candidates)
 
-    def _correlation(self, predicted: np.ndarray, throughput: np.ndarray) -> float:
-        if len(predicted) < self.min_batch or np.ptp(predicted) == 0 or np.ptp(throughput) == 0:
+    @staticmethod
+    def _correlation(predicted: np.ndarray, throughput: np.ndarray, minimum: int) -> float:
+        if len(predicted) < minimum or np.ptp(predicted) == 0 or np.ptp(throughput) == 0:
             return math.nan
         return float(spearmanr(predicted, throughput).statistic)
 

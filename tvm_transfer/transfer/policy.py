@@ -49,11 +49,15 @@ class TransferPolicy:
     fine_tune:
         The pretrained model learns the run's measurements as a correction of what it predicts
         (``XGBoostCostModel.fine_tuned``); a pack model that cannot (not XGBoost) ranks as it is.
+    guard_min_measured:
+        Measured candidates of a task before the guard judges the pretrained model on them
+        (``GuardedCostModel(min_measured=...)``).
     """
 
     pretrained_model: bool = True
     seed_search: bool = True
     fine_tune: bool = False
+    guard_min_measured: int = 16
 
     @property
     def name(self) -> str:
@@ -83,6 +87,7 @@ class TransferPolicy:
         return GuardedCostModel(
             pretrained.fine_tuned() if tuned else pretrained,
             online=resolve_cost_model(online, seed),
+            min_measured=self.guard_min_measured,
             adapt_pretrained=tuned,
         )
 
