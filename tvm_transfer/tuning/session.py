@@ -211,17 +211,20 @@ def tune_contexts(
             raise
 
 
+@contextlib.contextmanager
 def _default_callbacks(
     runner: ms.runner.Runner,
     scheduler: ms.task_scheduler.TaskScheduler,
     database: ms.database.Database,
     progress: ProgressCallback,
-) -> list[ms.MeasureCallback]:
-    """MetaSchedule's default measure callbacks for a run on ``runner``. Our runner commits each record as
-    it is measured (so that a stopped run keeps all it measured) and moves the bar with every measurement
-    rather than when the scheduler collects a batch; it is set up for that here and cleared by the caller."""
+) -> Iterator[list[ms.MeasureCallback]]:
+    """MetaSchedule's default measure callbacks for a run on ``runner``, within the block. Our runner
+    commits each record as it is measured (so that a stopped run keeps all it measured) and moves the bar
+    with every measurement rather than when the scheduler collects a batch; it is set up for that on entry
+    and cleared on exit."""
     if not isinstance(runner, TimedRunner):
-        return list(ms.measure_callback.MeasureCallback.create("default"))
+        yield list(ms.measure_callback.MeasureCallback.create("default"))
+        return
     record = RecordOnMeasure(scheduler, database)
 
     def on_result(runner_input: ms.runner.RunnerInput, result: ms.runner.RunnerResult) -> None:
@@ -229,7 +232,10 @@ def _default_callbacks(
         progress.measured()
 
     runner.on_result = on_result
-    return recording_callbacks(database)
+    try:
+        yield recording_callbacks(database)
+    finally:
+        runner.on_result = None
 
 
 @contextlib.contextmanager
@@ -279,8 +285,9 @@ def _tune_contexts(
         # measure on as many threads as the target has cores.
         runner = measure.runner or target_runner(contexts[0].target)
         scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
-        callbacks = [*_default_callbacks(runner, scheduler, database, progress), progress, *measure.callbacks]
-        with ms.Profiler() as profiler:
+        defaults = _default_callbacks(runner, scheduler, database, progress)
+        with ms.Profiler() as profiler, defaults as default_callbacks:
+            callbacks = [*default_callbacks, progress, *measure.callbacks]
             try:
                 ms.tune_tasks(
                     tasks=contexts,
@@ -296,8 +303,6 @@ def _tune_contexts(
                     task_scheduler=scheduler,
                 )
             finally:
-                if isinstance(runner, TimedRunner):
-                    runner.on_result = None
                 if measure.builder is None:
                     builder.shutdown()
                 if measure.runner is None:  # else its worker pool is reaped from one of its own threads
