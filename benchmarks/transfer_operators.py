@@ -183,9 +183,9 @@ def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, ta
     row["baseline_us"] = base_retimed * 1e6 if math.isfinite(base_retimed) else None
     row["baseline_us_by_seed"] = [b[0] * 1e6 if math.isfinite(b[0]) else None for b in base]
 
-    def relative(seconds_: float, base_: float) -> float | None:
+    def relative(value: float, reference: float) -> float | None:
         """inf: a pick failed or there was none; None: no baseline to compare with."""
-        return seconds_ / base_ if math.isfinite(base_) else None
+        return value / reference if math.isfinite(reference) else None
 
     row["ratio"], row["ratio_by_seed"], row["ratio_measured"] = {}, {}, {}
     for arm in args.arms:
