@@ -31,10 +31,13 @@ Goals: geometric mean over operators at 16 trials at most 1.0; no operator above
 
 The pack must exclude the held-out networks (as ``transfer_networks`` checks). The report is written after
 every operator; a re-run skips finished operators (all of them when the seeds differ), and the work dirs
-resume an interrupted tuning.
+resume an interrupted tuning. ``--retime`` times the picks of finished operators again, in new interleaved
+rounds, and keeps each pick's fastest timing over all runs (the row's ``retimings`` counts them): the
+machine's noise bursts can slow one pick through all rounds of one run.
 
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
 """
 
@@ -148,9 +151,12 @@ def _geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else math.inf
 
 
-def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, target, args) -> dict:
-    """Tune every arm of one operator with every seed, re-time all their picks together, and return its
-    report row."""
+def _measure_operator(
+    network: str, task, facts: dict, pack, work_root: Path, target, args, earlier: dict | None = None
+) -> dict:
+    """Tune every arm of one operator with every seed (resuming), re-time all their picks together, and
+    return its report row; with the ``earlier`` row of the same operator, each pick keeps the fastest of
+    its earlier and its new timing."""
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     checkpoints, last = args.checkpoints, args.checkpoints[-1]
@@ -168,35 +174,49 @@ def _measure_operator(network: str, task, facts: dict, pack, work_root: Path, ta
                 if records:
                     best = int(np.argmin(measured[:n]))
                     key = shash2hex(records[best][0])
-                    picks[arm, seed, n] = (key, measured[best])
+                    picks[f"{arm}/{seed}/{n}"] = {"key": key, "measured_s": measured[best]}
                     mods.setdefault(key, records[best][0])
     cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
     latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
+    timings = (earlier or {}).get("retimings", 0) + 1
+    if earlier is not None:
+        latency = {k: min(v, earlier.get("latency_s", {}).get(k, math.inf)) for k, v in latency.items()}
+    row.update(picks=picks, latency_s=latency, retimings=timings)
+    row.update(_ratios(row, args.arms, args.seeds, checkpoints))
+    row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+    return row
+
+
+def _ratios(row: dict, arms, seeds: list[int], checkpoints) -> dict:
+    """A row's baseline and ratios from its picks and their re-timed latencies (see the module docstring)."""
+    last = checkpoints[-1]
 
     def seconds(arm: str, seed: int, n: int) -> tuple[float, float]:
         """(re-timed, as measured) seconds of a pick; ``inf`` when it failed or there was none."""
-        key, measured = picks.get((arm, seed, n), (None, math.inf))
-        return latency.get(key, math.inf), measured
-
-    base = [seconds(BASELINE, seed, last) for seed in args.seeds]
-    base_retimed, base_measured = _geomean([b[0] for b in base]), _geomean([b[1] for b in base])
-    row["baseline_us"] = base_retimed * 1e6 if math.isfinite(base_retimed) else None
-    row["baseline_us_by_seed"] = [b[0] * 1e6 if math.isfinite(b[0]) else None for b in base]
+        pick = row["picks"].get(f"{arm}/{seed}/{n}", {"key": None, "measured_s": math.inf})
+        return row["latency_s"].get(pick["key"], math.inf), pick["measured_s"]
 
     def relative(value: float, reference: float) -> float | None:
         """inf: a pick failed or there was none; None: no baseline to compare with."""
         return value / reference if math.isfinite(reference) else None
 
-    row["ratio"], row["ratio_by_seed"], row["ratio_measured"] = {}, {}, {}
-    for arm in args.arms:
+    base = [seconds(BASELINE, seed, last) for seed in seeds]
+    base_retimed, base_measured = _geomean([b[0] for b in base]), _geomean([b[1] for b in base])
+    out: dict = {
+        "baseline_us": base_retimed * 1e6 if math.isfinite(base_retimed) else None,
+        "baseline_us_by_seed": [b[0] * 1e6 if math.isfinite(b[0]) else None for b in base],
+        "ratio": {},
+        "ratio_by_seed": {},
+        "ratio_measured": {},
+    }
+    for arm in arms:
         for n in map(str, checkpoints):
-            picked = [seconds(arm, seed, int(n)) for seed in args.seeds]
+            picked = [seconds(arm, seed, int(n)) for seed in seeds]
             retimed, measured = [p[0] for p in picked], [p[1] for p in picked]
-            row["ratio"].setdefault(arm, {})[n] = relative(_geomean(retimed), base_retimed)
-            row["ratio_by_seed"].setdefault(arm, {})[n] = [relative(p, base_retimed) for p in retimed]
-            row["ratio_measured"].setdefault(arm, {})[n] = relative(_geomean(measured), base_measured)
-    row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
-    return row
+            out["ratio"].setdefault(arm, {})[n] = relative(_geomean(retimed), base_retimed)
+            out["ratio_by_seed"].setdefault(arm, {})[n] = [relative(p, base_retimed) for p in retimed]
+            out["ratio_measured"].setdefault(arm, {})[n] = relative(_geomean(measured), base_measured)
+    return out
 
 
 def _summary(report: dict) -> dict:
@@ -268,6 +288,12 @@ def _guard_lines(report: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _runs_clause(report: dict) -> str:
+    """How many re-timing runs every pick's fastest timing was taken over, when more than one."""
+    runs = min((r.get("retimings", 1) for r in report["rows"]), default=1)
+    return f", the fastest of {runs} such runs for every pick" if runs > 1 else ""
+
+
 def _markdown(report: dict) -> str:
     last, pack = report["checkpoints"][-1], report["pack"]
     title = "Transfer per operator, " + ("development study" if report["dev"] else "held out")
@@ -279,7 +305,8 @@ def _markdown(report: dict) -> str:
         f"{', '.join(report['networks'])}, each tuned with seeds {', '.join(map(str, report['seeds']))}. "
         f"Per operator: the geometric mean over seeds of a transfer arm's pick after N trials, relative to "
         f"that of {BASELINE}'s pick after {last}, all re-timed together (fastest of {report['rounds']} "
-        "interleaved rounds); in brackets the lowest and highest seed's pick against the same baseline.",
+        f"interleaved rounds{_runs_clause(report)}); in brackets the lowest and highest seed's pick against "
+        "the same baseline.",
         "",
     ]
     for arm in report["arms"]:
@@ -293,6 +320,9 @@ def _markdown(report: dict) -> str:
     ]
     if missing:
         lines += [f"Operators not measured yet: {', '.join(missing)}.", ""]
+    runs = [f"`{key}` ({run['what']}; commit {run['commit']})" for key, run in report.get("runs", {}).items()]
+    if runs:
+        lines += [f"Earlier runs, in this report's JSON under `runs`: {'; '.join(runs)}.", ""]
     return "\n".join(lines + _guard_lines(report))
 
 
@@ -310,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-root", default="work/bench_transfer_ops", help="root of the work dirs")
     parser.add_argument(
         "--seeds", type=int, nargs="+", help=f"seeds of every arm (default: {SEEDS}; --quick: 0)"
+    )
+    parser.add_argument(
+        "--retime",
+        action="store_true",
+        help="re-time the picks of finished operators too; each keeps the fastest of all its timings",
     )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -349,16 +384,17 @@ def main(argv: list[str] | None = None) -> int:
             **run_context(pack, target),
         }
     )
-    done = {(r["network"], r["task"]) for r in report["rows"]}
-    todo = [
-        (network, task, facts) for network, task, facts in operators if (network, task.task_name) not in done
-    ]
+    rows = {(r["network"], r["task"]): r for r in report["rows"]}
+    todo = [(n, t, f) for n, t, f in operators if args.retime or (n, t.task_name) not in rows]
     for network, task, facts in todo:
         print(
             f"\n== {network}: {task.task_name} ({facts['kind']}, {facts['share']:.1%} of the work)",
             flush=True,
         )
-        report["rows"].append(_measure_operator(network, task, facts, pack, work_root, target, args))
+        earlier = rows.get((network, task.task_name))
+        row = _measure_operator(network, task, facts, pack, work_root, target, args, earlier)
+        rows[network, task.task_name] = row
+        report["rows"] = list(rows.values())
         report["summary"] = _summary(report)
         write_report("transfer", name, report, _markdown(report), args.quick)
     if not todo:  # nothing left to measure: re-draw the table
