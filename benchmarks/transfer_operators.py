@@ -51,6 +51,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import gmean
 
 from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
 from benchmarks.corpus import HELD_OUT
@@ -146,11 +147,6 @@ def _tune(
     }
 
 
-def _geomean(values: list[float]) -> float:
-    """Geometric mean (``inf`` if any value is)."""
-    return float(np.exp(np.mean(np.log(values)))) if values else math.inf
-
-
 def _measure_operator(
     network: str, task, facts: dict, pack, work_root: Path, target, args, earlier: dict | None = None
 ) -> dict:
@@ -201,7 +197,7 @@ def _ratios(row: dict, arms, seeds: list[int], checkpoints) -> dict:
         return value / reference if math.isfinite(reference) else None
 
     base = [seconds(BASELINE, seed, last) for seed in seeds]
-    base_retimed, base_measured = _geomean([b[0] for b in base]), _geomean([b[1] for b in base])
+    base_retimed, base_measured = gmean([b[0] for b in base]), gmean([b[1] for b in base])
     out: dict = {
         "baseline_us": base_retimed * 1e6 if math.isfinite(base_retimed) else None,
         "baseline_us_by_seed": [b[0] * 1e6 if math.isfinite(b[0]) else None for b in base],
@@ -213,9 +209,9 @@ def _ratios(row: dict, arms, seeds: list[int], checkpoints) -> dict:
         for n in map(str, checkpoints):
             picked = [seconds(arm, seed, int(n)) for seed in seeds]
             retimed, measured = [p[0] for p in picked], [p[1] for p in picked]
-            out["ratio"].setdefault(arm, {})[n] = relative(_geomean(retimed), base_retimed)
+            out["ratio"].setdefault(arm, {})[n] = relative(gmean(retimed), base_retimed)
             out["ratio_by_seed"].setdefault(arm, {})[n] = [relative(p, base_retimed) for p in retimed]
-            out["ratio_measured"].setdefault(arm, {})[n] = relative(_geomean(measured), base_measured)
+            out["ratio_measured"].setdefault(arm, {})[n] = relative(gmean(measured), base_measured)
     return out
 
 
@@ -227,7 +223,7 @@ def _summary(report: dict) -> dict:
         geomean, worst = {}, {}
         for n in map(str, report["checkpoints"]):
             ratios = [r["ratio"][arm][n] for r in report["rows"] if r["ratio"][arm].get(n) is not None]
-            geomean[n] = _geomean(ratios) if ratios else None
+            geomean[n] = float(gmean(ratios)) if ratios else None
             worst[n] = max(ratios) if ratios else None
         mean, bad = geomean.get(str(GOAL_TRIALS)), worst.get(str(GOAL_TRIALS))
         goals = {
