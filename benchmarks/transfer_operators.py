@@ -174,10 +174,10 @@ def _measure_operator(
                     mods.setdefault(key, records[best][0])
     cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
     latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
-    timings = (earlier or {}).get("retimings", 0) + 1
-    if earlier is not None:
-        latency = {k: min(v, earlier.get("latency_s", {}).get(k, math.inf)) for k, v in latency.items()}
-    row.update(picks=picks, latency_s=latency, retimings=timings)
+    earlier = earlier or {}
+    timed_before = earlier.get("latency_s", {})
+    latency = {k: min(v, timed_before.get(k, math.inf)) for k, v in latency.items()}
+    row.update(picks=picks, latency_s=latency, retimings=earlier.get("retimings", 0) + 1)
     row.update(_ratios(row, args.arms, args.seeds, checkpoints))
     row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
     return row
