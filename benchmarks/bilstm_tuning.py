@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import gmean
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
@@ -228,8 +229,7 @@ def _geomean(rows: list[dict], checkpoints: list[int], contenders: list[str], re
         return (row[contender]["retimed"] if retimed else row[contender])[str(n)]
 
     return {
-        c: {str(n): float(np.exp(np.mean([np.log(ratio(r, c, n)) for r in rows]))) for n in checkpoints}
-        for c in contenders
+        c: {str(n): float(gmean([ratio(r, c, n) for r in rows])) for n in checkpoints} for c in contenders
     }
 
 

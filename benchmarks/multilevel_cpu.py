@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import gmean
 from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import git_commit, machine_info, write_report
@@ -123,8 +124,9 @@ def tune_once(workload, target, contender: str, seed: int, timeout: float, build
 
 
 def _geomean(values: list[float]) -> float:
+    """Geometric mean of the finite positive ``values`` (a failed run has no ratio); NaN when none is."""
     finite = [v for v in values if np.isfinite(v) and v > 0]
-    return float(np.exp(np.mean(np.log(finite)))) if finite else float("nan")
+    return float(gmean(finite)) if finite else float("nan")
 
 
 def summarise(runs: list[dict]) -> dict:

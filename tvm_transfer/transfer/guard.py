@@ -146,7 +146,10 @@ class GuardedCostModel(PyCostModel, HyperParameters):
 
     def weight(self, task: str) -> float:
         """The pretrained model's share of the ranking of ``task``'s candidates now."""
-        running = self.running_correlation(task)
+        return self._weight(self.running_correlation(task))
+
+    def _weight(self, running: float) -> float:
+        """The weight for a task of running correlation ``running`` (NaN: the pooled one decides)."""
         if math.isnan(running):
             running = self.running_correlation()
         if math.isnan(running):
@@ -193,6 +196,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             pairs[0].extend(predicted.tolist())
             pairs[1].extend(throughput.tolist())
         self._counts[task] = self._counts.get(task, 0) + 1
+        running = self.running_correlation(task)
         self.decisions_.append(
             GuardDecision(
                 task=task,
@@ -200,8 +204,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
                 candidates=len(candidates),
                 valid=int(np.count_nonzero(throughput)),
                 correlation=correlation,
-                running=self.running_correlation(task),
-                weight=self.weight(task),
+                running=running,
+                weight=self._weight(running),
             )
         )
         for model in (self.online_, self.pretrained) if self.adapt_pretrained else (self.online_,):
