@@ -77,8 +77,12 @@ BASELINE = "tvm-xgb-nowarmup"
 ARMS = {"transfer": DEFAULT_POLICY}
 DEV_NETWORKS = ("torchvision:mnasnet1_0", "bert_small_layer")
 DEV_ARMS = {
-    f"tuned-model-guard{n}": TransferPolicy(seed_search=False, fine_tune=True, guard_min_measured=n)
-    for n in (4, 16)
+    **{
+        f"tuned-model-guard{n}": TransferPolicy(seed_search=False, fine_tune=True, guard_min_measured=n)
+        for n in (4, 16)
+    },
+    "tuned-model-guard16-pop512": TransferPolicy(seed_search=False, fine_tune=True, population_size=512),
+    "tuned-model-guard16-anchor1": TransferPolicy(fine_tune=True, measured_seeds=1),
 }
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)

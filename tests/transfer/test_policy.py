@@ -51,6 +51,16 @@ def test_a_policy_uses_only_the_parts_it_names(pack):
     assert TransferPolicy(False, False).name == "none" and DEFAULT_POLICY.cost_model(None) == "tvm-xgb"
 
 
+def test_a_policy_sets_its_own_population_and_measured_seeds(pack):
+    options = TuneOptions(trials_per_iter=4, population_size=32)
+    wide = TransferPolicy(seed_search=False, population_size=64).search_strategy(pack, options)
+    assert wide.inner.population_size == 64 and wide.inner.init_min_unmeasured == 32
+    assert TransferPolicy(seed_search=False, population_size=64).search_strategy(None, options) is None
+    seeded = TransferPolicy(measured_seeds=1, population_size=64).search_strategy(pack, options)
+    assert seeded.num_seeds == 1 and seeded.rank_pool == 4 and seeded.evo_kwargs["population_size"] == 64
+    assert TransferPolicy().search_strategy(pack, options).num_seeds is None  # one batch of seeds
+
+
 def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
     # The mlp at batch 4: no workload of the pack (batch 1) matches exactly.
     tasks = extract_network_tasks(load_model("mlp", (4, 784)), target)

@@ -18,6 +18,7 @@ is TVM's own default: :data:`NO_TRANSFER_COST_MODEL` under evolutionary search.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,12 +53,21 @@ class TransferPolicy:
     guard_min_measured:
         Measured candidates of a task before the guard judges the pretrained model on them
         (``GuardedCostModel(min_measured=...)``).
+    population_size:
+        Programs per generation of the evolutionary search ranked by the cost model (``None``: the run's
+        ``TuneOptions.population_size``). A model that already knows the hardware can rank a larger
+        population before the first measurement; an untrained one cannot.
+    measured_seeds:
+        With ``seed_search``, the seeds measured before the evolution starts (``None``: one batch); the
+        other seeds join the evolution's population.
     """
 
     pretrained_model: bool = True
     seed_search: bool = True
     fine_tune: bool = False
     guard_min_measured: int = 16
+    population_size: int | None = None
+    measured_seeds: int | None = None
 
     @property
     def name(self) -> str:
@@ -94,19 +104,25 @@ class TransferPolicy:
     def search_strategy(
         self, pack: TransferPack | None, options: TuneOptions
     ) -> ms.search_strategy.SearchStrategy | None:
-        """A search seeded from ``pack``'s best schedules (``None``: evolutionary search, when the policy
-        does not seed or there is no pack). With the pretrained model the first batch is the model's pick
-        among the seeds."""
-        if pack is None or not self.seed_search:
+        """A search seeded from ``pack``'s best schedules; without seeding, evolutionary search of the
+        policy's ``population_size`` (``None``: the run's default search, also without a pack). With the
+        pretrained model the first batch is the model's pick among the seeds."""
+        from tvm_transfer.tuning.session import evolution_settings, evolutionary_search
+
+        if pack is None:
             return None
+        if self.population_size is not None:
+            options = dataclasses.replace(options, population_size=self.population_size)
+        if not self.seed_search:
+            return None if self.population_size is None else evolutionary_search(options)
         from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler
-        from tvm_transfer.tuning.session import evolution_settings
 
         # The sampler keeps each source task's best tenth: of a pack's few records per task, its fastest.
         sampler = TraceCopulaSampler().fit(pack.schedules().source_records(ranks=1))
         ranked = self.pretrained_model and bool(pack.model_names)
         return CopulaSearch(
             sampler,
+            num_seeds=self.measured_seeds,
             seed=options.seed,
             rank_pool=options.trials_per_iter if ranked else 0,
             **evolution_settings(options.population_size),
