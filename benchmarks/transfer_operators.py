@@ -228,7 +228,7 @@ def _summary(report: dict) -> dict:
         for n in map(str, report["checkpoints"]):
             ratios = [r["ratio"][arm][n] for r in report["rows"] if r["ratio"][arm].get(n) is not None]
             geomean[n] = float(gmean(ratios)) if ratios else None
-            worst[n] = max(ratios) if ratios else None
+            worst[n] = float(max(ratios)) if ratios else None
         mean, bad = geomean.get(str(GOAL_TRIALS)), worst.get(str(GOAL_TRIALS))
         goals = {
             f"geomean at {GOAL_TRIALS} <= {GOAL_GEOMEAN}": None if mean is None else mean <= GOAL_GEOMEAN,
