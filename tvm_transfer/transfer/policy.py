@@ -106,7 +106,8 @@ class TransferPolicy:
     ) -> ms.search_strategy.SearchStrategy | None:
         """A search seeded from ``pack``'s best schedules; without seeding, evolutionary search of the
         policy's ``population_size`` (``None``: the run's default search, also without a pack). With the
-        pretrained model the first batch is the model's pick among the seeds."""
+        pretrained model the seeds are measured in the model's order (the first batch, or the first
+        ``measured_seeds``)."""
         from tvm_transfer.tuning.session import evolution_settings, evolutionary_search
 
         if pack is None:
