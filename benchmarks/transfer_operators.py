@@ -174,7 +174,7 @@ def _measure_operator(
                 if records:
                     best = int(np.argmin(measured[:n]))
                     key = shash2hex(records[best][0])
-                    picks[f"{arm}/{seed}/{n}"] = {"key": key, "measured_s": measured[best]}
+                    picks[_pick_key(arm, seed, n)] = {"key": key, "measured_s": measured[best]}
                     mods.setdefault(key, records[best][0])
     cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
     latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
@@ -187,13 +187,18 @@ def _measure_operator(
     return row
 
 
+def _pick_key(arm: str, seed: int, trials: int) -> str:
+    """The key of a row's ``picks`` (and so of the report's JSON) for an arm's pick after ``trials``."""
+    return f"{arm}/{seed}/{trials}"
+
+
 def _ratios(row: dict, arms, seeds: list[int], checkpoints) -> dict:
     """A row's baseline and ratios from its picks and their re-timed latencies (see the module docstring)."""
     last = checkpoints[-1]
 
     def seconds(arm: str, seed: int, n: int) -> tuple[float, float]:
         """(re-timed, as measured) seconds of a pick; ``inf`` when it failed or there was none."""
-        pick = row["picks"].get(f"{arm}/{seed}/{n}", {"key": None, "measured_s": math.inf})
+        pick = row["picks"].get(_pick_key(arm, seed, n), {"key": None, "measured_s": math.inf})
         return row["latency_s"].get(pick["key"], math.inf), pick["measured_s"]
 
     def relative(value: float, reference: float) -> float | None:
