@@ -25,7 +25,13 @@ as before. A redone point says so (``redone``); the redo resumes like the first 
 
 ``--retime TAG`` builds and times every point again without tuning, every arm from the first records of
 its work dir as above: the effect of a change of the compiler alone (e.g. ``--retime fast-math``) on the
-same schedules. Retimed points are marked with the tag; the retime resumes.
+same schedules. Retimed points are marked with the tag and keep only their new timing; the retime resumes.
+
+A point's latency is the fastest of ``--timing-runs`` independent timing runs of the same schedules (each
+builds every arm afresh and times all of them, with the references, in interleaved rounds), so that the
+arms of a point meet the same machine: the latency of one build varied by more than the 3% the goals
+call noise between runs on this machine. A run tops every point up to that many timing runs (resumable,
+saved after each); a new tuning or a retime starts a point's timings again.
 """
 
 from __future__ import annotations
@@ -133,16 +139,59 @@ def _as_they_stood(
 
 
 def _time_point(
-    report: dict, point: dict, arms: dict, work_root: Path, target, rounds: int, fresh: Collection[str] = ()
+    report: dict,
+    point: dict,
+    arms: dict,
+    work_root: Path,
+    target,
+    rounds: int,
+    fresh: Collection[str] = (),
+    again: bool = False,
 ) -> None:
     """Time every arm of ``point`` as it stood at its budget (with the reference runtimes at the first and
-    the last budget), into ``point["latency"]``."""
+    the last budget); ``again`` adds the timing run to the point's earlier ones of the same schedules,
+    otherwise it replaces them. ``point["latency"]`` is then the fastest of its timing runs."""
     network = point["network"]
     with tempfile.TemporaryDirectory() as views:
         dirs = _as_they_stood(point, arms, work_root / model_slug(network), Path(views), fresh)
         references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
-        point["latency"] = time_work_dirs(network, dirs, target, rounds, references)
-    point["finished"], point["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+        latency = time_work_dirs(network, dirs, target, rounds, references)
+    finished = time.strftime("%Y-%m-%d %H:%M:%S")
+    timing = {"latency": latency, "finished": finished, "commit": git_commit(short=True)}
+    point["timings"] = [*_timings(point), timing] if again else [timing]
+    point["latency"] = _fastest(point["timings"])
+    point["finished"], point["commit"] = timing["finished"], timing["commit"]
+
+
+def _timings(point: dict) -> list[dict]:
+    """The point's timing runs of its current schedules (a point saved before timing runs were kept has
+    one: its latency)."""
+    if "timings" in point:
+        return point["timings"]
+    return [{"latency": point["latency"], "finished": point["finished"], "commit": point["commit"]}]
+
+
+def _fastest(timings: list[dict]) -> dict:
+    """Per arm and runtime, the timing run with the lowest latency (its ``ms`` and ``max_abs_error``)."""
+    names = {name for timing in timings for name in timing["latency"]}
+    fastest = {}
+    for name in sorted(names):
+        runs = [t["latency"][name] for t in timings if (t["latency"].get(name) or {}).get("ms")]
+        fastest[name] = min(runs, key=lambda r: r["ms"]) if runs else {"ms": None, "max_abs_error": None}
+    return fastest
+
+
+def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -> None:
+    """Time every point until it has ``args.timing_runs`` timing runs of its current schedules."""
+    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+        while len(_timings(point)) < args.timing_runs:
+            print(
+                f"\n== {point['network']}: {point['budget']} trials, timing run "
+                f"{len(_timings(point)) + 1} of {args.timing_runs}",
+                flush=True,
+            )
+            _time_point(report, point, arms, work_root, target, args.rounds, again=True)
+            save()
 
 
 def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
@@ -203,8 +252,10 @@ def _markdown(report: dict) -> str:
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
         f"target `{report['target']}`;"
         f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks excluded from the pack: "
-        f"{', '.join(report['networks'])}. Latency of the compiled network (ms, fastest of "
-        f"{report['rounds']} interleaved rounds); in brackets the ratio to no-transfer at the same budget.",
+        f"{', '.join(report['networks'])}. Latency of the compiled network (ms): the fastest of the "
+        "point's timing runs (how many: last column), each building every arm afresh and timing all of "
+        f"them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest kept; in brackets "
+        "the ratio to no-transfer at the same budget.",
         "",
     ]
     for network in report["networks"]:
@@ -213,8 +264,9 @@ def _markdown(report: dict) -> str:
         if not points:
             lines += ["not reached", ""]
             continue
-        lines += ["| budget | " + " | ".join(f"{a} ms" for a in arms) + " | trials (per arm) | from pack |"]
-        lines += ["|---|" + "---|" * len(arms) + "---|---|"]
+        header = " | ".join(f"{a} ms" for a in arms)
+        lines += [f"| budget | {header} | trials (per arm) | from pack | timing runs |"]
+        lines += ["|---|" + "---|" * len(arms) + "---|---|---|"]
         for p in points:
             base = p["latency"].get("no-transfer", {}).get("ms")
             cells = []
@@ -224,7 +276,8 @@ def _markdown(report: dict) -> str:
                 cells.append(f"{value:.3f}{ratio}" if value else "failed")
             trials = ", ".join(str(p["arms"][a]["trials"]) for a in arms)
             from_pack = max(p["arms"][a]["from_pack"] for a in arms)
-            lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} |")
+            runs = len(_timings(p))
+            lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} | {runs} |")
         redone = sorted({a for p in points for a in p.get("redone", [])})
         if redone:
             lines.append(
@@ -303,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--networks", help="comma-separated models (default: the study's)")
     parser.add_argument("--budgets", help="comma-separated trial budgets (default: the study's)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    parser.add_argument(
+        "--timing-runs",
+        type=int,
+        default=3,
+        help="independent timing runs per point, each building every arm afresh; the fastest is kept "
+        "(default 3)",
+    )
     parser.add_argument("--work-root", default="work/bench_transfer", help="root of the work dirs")
     parser.add_argument("--report-only", action="store_true", help="only re-draw table and plot")
     parser.add_argument(
@@ -337,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             "budgets": list(budgets),
             "arms": list(arms),
             "rounds": args.rounds,
+            "timing_runs": args.timing_runs,
             **run_context(pack, target),
         }
     )
@@ -366,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
             _time_point(report, point, arms, work_root, target, args.rounds, fresh=set(arms))
             report["points"].append(point)
             save()
+    if not args.report_only:
+        _time_again(report, arms, work_root, target, args, save)
     if args.report_only:
         save()
     return 0
