@@ -83,6 +83,7 @@ DEV_ARMS = {
     },
     "tuned-model-guard16-pop512": TransferPolicy(seed_search=False, fine_tune=True, population_size=512),
     "tuned-model-guard16-anchor1": TransferPolicy(fine_tune=True, measured_seeds=1),
+    "tuned-model-guard16-anchor1-once": TransferPolicy(fine_tune=True, measured_seeds=1, keep_seeds=False),
 }
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)

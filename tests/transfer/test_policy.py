@@ -58,6 +58,9 @@ def test_a_policy_sets_its_own_population_and_measured_seeds(pack):
     assert TransferPolicy(seed_search=False, population_size=64).search_strategy(None, options) is None
     seeded = TransferPolicy(measured_seeds=1, population_size=64).search_strategy(pack, options)
     assert seeded.num_seeds == 1 and seeded.rank_pool == 4 and seeded.evo_kwargs["population_size"] == 64
+    once = TransferPolicy(keep_seeds=False).search_strategy(pack, options)
+    assert seeded.keep_seeds and not once.keep_seeds
+    assert seeded.sampler is once.sampler  # fitted once per opened pack
     assert TransferPolicy().search_strategy(pack, options).num_seeds is None  # one batch of seeds
 
 

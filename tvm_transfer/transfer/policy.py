@@ -19,12 +19,14 @@ is TVM's own default: :data:`NO_TRANSFER_COST_MODEL` under evolutionary search.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
 
+    from tvm_transfer.search_strategy.copula import TraceCopulaSampler
     from tvm_transfer.transfer.pack import TransferPack
     from tvm_transfer.tuning.session import TuneOptions
 
@@ -60,6 +62,9 @@ class TransferPolicy:
     measured_seeds:
         With ``seed_search``, the seeds measured before the evolution starts (``None``: one batch); the
         other seeds join the evolution's population.
+    keep_seeds:
+        With ``seed_search``, the seeds join the population every batch's evolution starts from (``False``:
+        the first batch's only; ``CopulaSearch(keep_seeds=...)``).
     """
 
     pretrained_model: bool = True
@@ -68,6 +73,7 @@ class TransferPolicy:
     guard_min_measured: int = 16
     population_size: int | None = None
     measured_seeds: int | None = None
+    keep_seeds: bool = True
 
     @property
     def name(self) -> str:
@@ -116,18 +122,33 @@ class TransferPolicy:
             options = dataclasses.replace(options, population_size=self.population_size)
         if not self.seed_search:
             return None if self.population_size is None else evolutionary_search(options)
-        from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler
+        from tvm_transfer.search_strategy.copula import CopulaSearch
 
-        # The sampler keeps each source task's best tenth: of a pack's few records per task, its fastest.
-        sampler = TraceCopulaSampler().fit(pack.schedules().source_records(ranks=1))
         ranked = self.pretrained_model and bool(pack.model_names)
         return CopulaSearch(
-            sampler,
+            _pack_sampler(pack),
             num_seeds=self.measured_seeds,
             seed=options.seed,
             rank_pool=options.trials_per_iter if ranked else 0,
+            keep_seeds=self.keep_seeds,
             **evolution_settings(options.population_size),
         )
+
+
+#: Fitted copula samplers by the schedule database of an opened pack they were fitted on.
+_SAMPLERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pack_sampler(pack: TransferPack) -> TraceCopulaSampler:
+    """The copula sampler of ``pack``'s schedules, fitted once per opened pack (replaying its traces takes
+    tens of seconds) and shared by the searches seeded from it, as a search's clones share it."""
+    from tvm_transfer.search_strategy.copula import TraceCopulaSampler
+
+    schedules = pack.schedules()
+    if schedules not in _SAMPLERS:
+        # The sampler keeps each source task's best tenth: of a pack's few records per task, its fastest.
+        _SAMPLERS[schedules] = TraceCopulaSampler().fit(schedules.source_records(ranks=1))
+    return _SAMPLERS[schedules]
 
 
 #: The policy of ``tune``, ``tune-network`` and ``compile`` with a transfer pack: the guarded pretrained

@@ -57,6 +57,11 @@ class CopulaSearch(PySearchStrategy):
         In evolution mode a pool larger than ``num_seeds`` lets the model choose the measured seeds from
         it; the candidates it passes over join the evolution's population (few-shot mode measures them
         all).
+    keep_seeds:
+        The copula's candidates join the population of every evolution (default), or, when False, of the
+        first one only: later generations start from the measured bests and fresh samples, as
+        MetaSchedule's own search does, so that unmeasured seeds of a poor region stop pulling the search
+        back to it.
     evo_kwargs:
         ``EvolutionarySearch`` arguments (``population_size``, ``init_min_unmeasured``, ...).
     """
@@ -69,12 +74,13 @@ class CopulaSearch(PySearchStrategy):
         seed: int = 0,
         proposal_log: list[Proposal] | None = None,
         rank_pool: int = 0,
+        keep_seeds: bool = True,
         **evo_kwargs,
     ) -> None:
         if rank_pool < 0:
             raise ValueError(f"rank_pool must be >= 0, got {rank_pool}")
         self.sampler, self.num_seeds, self.few_shot, self.seed = sampler, num_seeds, few_shot, seed
-        self.proposal_log, self.rank_pool = proposal_log, rank_pool
+        self.proposal_log, self.rank_pool, self.keep_seeds = proposal_log, rank_pool, keep_seeds
         self.evo_kwargs = evo_kwargs
         self.inner = EvolutionarySearch(**evo_kwargs)
         self.proposals: list[Proposal] = []
@@ -88,7 +94,7 @@ class CopulaSearch(PySearchStrategy):
     ) -> None:
         self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
         self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
-        self.trials, self.next_seed = 0, 0
+        self.trials, self.next_seed, self.evolutions = 0, 0, 0
         self.measured: set[int] = set()
         seeds = self.num_seeds or (self.max_trials if self.few_shot else self.per_iter)
         count = max(seeds, self.rank_pool)
@@ -139,7 +145,9 @@ class CopulaSearch(PySearchStrategy):
             return self._take([p.schedule for p in batch], num) or None
         if self.few_shot:
             return None
-        population = [p.schedule for p in self.proposals] + self._database_best()
+        seeds = self.proposals if self.keep_seeds or not self.evolutions else []
+        self.evolutions += 1
+        population = [p.schedule for p in seeds] + self._database_best()
         size = int(self.evo_kwargs.get("population_size", 512))
         fresh = _ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(
             self.inner, max(size - len(population), 1)
@@ -184,5 +192,6 @@ class CopulaSearch(PySearchStrategy):
             self.seed,
             self.proposal_log,
             self.rank_pool,
+            self.keep_seeds,
             **self.evo_kwargs,
         )
