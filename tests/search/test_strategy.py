@@ -7,11 +7,13 @@ import re
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from log_helpers import warnings_of
 from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import iter_database_records
@@ -230,6 +232,52 @@ def test_a_rank_pool_larger_than_the_seeds_lets_the_cost_model_choose_them(targe
     assert measured[:3] == model_order[:3] and len(measured) == 6
     assert measured[3:] != model_order[3:6]  # the second batch is evolved, not the rest of the pool
     assert all(d not in measured[:3] for d in measured[3:])
+
+
+@derived_object
+class _FirstPopulations(PyCostModel):
+    """Random scores; keeps the decisions of the first candidates it scores after each measured batch (and
+    before the first): the population an evolution starts from, or the pool a search ranks."""
+
+    def __init__(self) -> None:
+        self.populations: list[set[str]] = []
+        self._batch_done = True
+        self._rng = np.random.default_rng(0)
+
+    def load(self, path: str) -> None:
+        pass
+
+    def save(self, path: str) -> None:
+        pass
+
+    def update(self, context, candidates, results) -> None:
+        self._batch_done = True
+
+    def predict(self, context, candidates) -> np.ndarray:
+        if self._batch_done:
+            self.populations.append({repr(trace_decisions(c.sch.trace)) for c in candidates})
+            self._batch_done = False
+        return self._rng.random(len(candidates))
+
+
+@pytest.mark.parametrize("keep_seeds", [True, False])
+def test_seeds_join_every_evolution_or_only_the_first(target, source_dir, tmp_path, keep_seeds):
+    # One seed measured first out of a pool of 8, then two evolved batches: the 2nd evolution starts from
+    # the seeds never measured only when they are kept.
+    sampler = TraceCopulaSampler().fit(load_sources([source_dir]))
+    proposals: list = []
+    strategy = CopulaSearch(
+        sampler, num_seeds=1, rank_pool=8, proposal_log=proposals, keep_seeds=keep_seeds,
+        population_size=16, init_min_unmeasured=4,
+    )  # fmt: skip
+    model = _FirstPopulations()
+    measured = {repr(d) for d in _tune(target, strategy, 7, tmp_path, cost_model=model)}
+    seeds = {repr(p.decisions) for p in proposals}
+    never_measured = seeds - measured
+    pool, first_evolution, second_evolution = model.populations
+    assert pool == seeds and len(never_measured) >= 2
+    assert never_measured <= first_evolution
+    assert (never_measured <= second_evolution) if keep_seeds else not (never_measured & second_evolution)
 
 
 def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, source_dir, tmp_path, capsys):
