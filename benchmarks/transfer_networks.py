@@ -28,10 +28,10 @@ its work dir as above: the effect of a change of the compiler alone (e.g. ``--re
 same schedules. Retimed points are marked with the tag and keep only their new timing; the retime resumes.
 
 A point's latency is the fastest of ``--timing-runs`` independent timing runs of the same schedules (each
-builds every arm afresh and times all of them, with the references, in interleaved rounds), so that the
-arms of a point meet the same machine: the latency of one build varied by more than the 3% the goals
-call noise between runs on this machine. A run tops every point up to that many timing runs (resumable,
-saved after each); a new tuning or a retime starts a point's timings again.
+builds every arm afresh and times all of them, with the references, in interleaved rounds): on a shared
+machine the same builds time several percent apart from one run to the next, as its speed changes, so
+one run alone can decide a comparison within the goals' noise band. A run tops every point up to that
+many timing runs (resumable, saved after each); a new tuning or a retime starts a point's timings again.
 """
 
 from __future__ import annotations
@@ -427,10 +427,10 @@ def main(argv: list[str] | None = None) -> int:
             _time_point(report, point, arms, work_root, target, args.rounds, fresh=set(arms))
             report["points"].append(point)
             save()
-    if not args.report_only:
-        _time_again(report, arms, work_root, target, args, save)
     if args.report_only:
         save()
+    else:
+        _time_again(report, arms, work_root, target, args, save)
     return 0
 
 

@@ -59,7 +59,7 @@ class CopulaSearch(PySearchStrategy):
         all).
     keep_seeds:
         The copula's candidates join the population of every evolution (default), or, when False, of the
-        first one only: later generations start from the measured bests and fresh samples, as
+        first one only: later evolutions start from the measured bests and fresh samples, as
         MetaSchedule's own search does, so that unmeasured seeds of a poor region stop pulling the search
         back to it.
     evo_kwargs:
