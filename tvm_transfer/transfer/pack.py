@@ -35,11 +35,15 @@ import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tvm
 
 from tenset_tools.atomic import atomic_write_text
 from tvm_transfer.transfer.schedules import ScheduleDatabase
+
+if TYPE_CHECKING:
+    from tvm_transfer.search_strategy.copula import TraceCopulaSampler
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +177,18 @@ class TransferPack:
                     f"{self.path}: unreadable schedule database ({error}); {_REBUILD}"
                 ) from None
         return self._schedules
+
+    def seed_sampler(self) -> TraceCopulaSampler:
+        """The copula sampler (:class:`~tvm_transfer.search_strategy.copula.TraceCopulaSampler`) fitted on
+        the fastest schedule of every workload and target of :meth:`schedules`, which seeds searches from
+        the pack (fitted once, then cached: replaying the traces takes tens of seconds; a fitted sampler
+        is only read, so every search seeded from the pack shares it)."""
+        if not hasattr(self, "_seed_sampler"):
+            from tvm_transfer.search_strategy.copula import TraceCopulaSampler
+
+            # The sampler keeps each source task's best tenth: of a pack's few records per task, its fastest.
+            self._seed_sampler = TraceCopulaSampler().fit(self.schedules().source_records(ranks=1))
+        return self._seed_sampler
 
     def model(self, name: str | None = None):
         """A fresh copy of cost model ``name`` (default: the manifest's ``default_model``), loaded from its

@@ -19,14 +19,12 @@ is TVM's own default: :data:`NO_TRANSFER_COST_MODEL` under evolutionary search.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
 
-    from tvm_transfer.search_strategy.copula import TraceCopulaSampler
     from tvm_transfer.transfer.pack import TransferPack
     from tvm_transfer.tuning.session import TuneOptions
 
@@ -126,29 +124,13 @@ class TransferPolicy:
 
         ranked = self.pretrained_model and bool(pack.model_names)
         return CopulaSearch(
-            _pack_sampler(pack),
+            pack.seed_sampler(),
             num_seeds=self.measured_seeds,
             seed=options.seed,
             rank_pool=options.trials_per_iter if ranked else 0,
             keep_seeds=self.keep_seeds,
             **evolution_settings(options.population_size),
         )
-
-
-#: Fitted copula samplers by the schedule database of an opened pack they were fitted on.
-_SAMPLERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _pack_sampler(pack: TransferPack) -> TraceCopulaSampler:
-    """The copula sampler of ``pack``'s schedules, fitted once per opened pack (replaying its traces takes
-    tens of seconds) and shared by the searches seeded from it, as a search's clones share it."""
-    from tvm_transfer.search_strategy.copula import TraceCopulaSampler
-
-    schedules = pack.schedules()
-    if schedules not in _SAMPLERS:
-        # The sampler keeps each source task's best tenth: of a pack's few records per task, its fastest.
-        _SAMPLERS[schedules] = TraceCopulaSampler().fit(schedules.source_records(ranks=1))
-    return _SAMPLERS[schedules]
 
 
 #: The policy of ``tune``, ``tune-network`` and ``compile`` with a transfer pack: the guarded pretrained
