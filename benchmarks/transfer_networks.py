@@ -32,6 +32,12 @@ builds every arm afresh and times all of them, with the references, in interleav
 machine the same builds time several percent apart from one run to the next, as its speed changes, so
 one run alone can decide a comparison within the goals' noise band. A run tops every point up to that
 many timing runs (resumable, saved after each); a new tuning or a retime starts a point's timings again.
+
+Tuning itself varies more than timing: the same arm tuned again with another seed (``--seeds``, the
+search's and the cost model's random state) picks other schedules, and the network latency moves by
+several percent. Every seed is a whole run of its own, in its own work dirs (seed 0 in
+``<network>/<arm>``, seed ``s`` in ``<network>-seed<s>/<arm>``); a table row is the geometric mean over the
+seeds that reached its budget, its ratio the geometric mean of the seeds' ratios (each seed's in brackets).
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ from tvm_transfer.tuning.session import TuneOptions
 
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
 ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
+#: Tuning seeds of the held-out study; the development and quick studies tune seed 0 only.
+SEEDS = (0, 1)
 
 #: Development networks of the policy study, and its budgets and arms.
 DEV_NETWORKS = ("torchvision:mobilenet_v3_large", "bert_mini_layer")
@@ -78,24 +86,34 @@ QUICK_NETWORKS, QUICK_BUDGETS = ("bert_tiny_layer",), (8, 16)
 NOISE = 1.03
 
 
-def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, ...], dict]:
-    """``(report name, networks, budgets, arms)`` of the chosen study."""
+def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, ...], dict, tuple[int, ...]]:
+    """``(report name, networks, budgets, arms, seeds)`` of the chosen study."""
     if args.quick:
-        return "transfer_networks", QUICK_NETWORKS, QUICK_BUDGETS, DEV_ARMS
+        return "transfer_networks", QUICK_NETWORKS, QUICK_BUDGETS, DEV_ARMS, (0,)
     if args.dev:
-        return "transfer_dev", DEV_NETWORKS, DEV_BUDGETS, DEV_ARMS
-    return "transfer_networks", HELD_OUT, BUDGETS, ARMS
+        return "transfer_dev", DEV_NETWORKS, DEV_BUDGETS, DEV_ARMS, (0,)
+    return "transfer_networks", HELD_OUT, BUDGETS, ARMS, SEEDS
 
 
-def _tune_arm(network: str, arm: str, policy, pack, budget: int, work_dir: Path, target) -> dict:
-    """Tune one arm of ``network`` up to ``budget`` trials; what it took."""
-    options = TuneOptions(trials=budget, progress=True)
+def _seed(point: dict) -> int:
+    """The tuning seed of ``point`` (points saved before seeds were kept are seed 0)."""
+    return point.get("seed", 0)
+
+
+def _network_root(work_root: Path, network: str, seed: int) -> Path:
+    """The folder of ``network``'s arm work dirs tuned with ``seed``."""
+    return work_root / (model_slug(network) if seed == 0 else f"{model_slug(network)}-seed{seed}")
+
+
+def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path, target) -> dict:
+    """Tune one arm of ``network`` (``policy``; ``None``: TVM alone) up to ``budget`` trials; what it took."""
+    options = TuneOptions(trials=budget, seed=seed, progress=True)
     start = time.perf_counter()
     uses_pack = policy is not None
     result = tune_network(
         load_model(network),
         work_dir,
-        cost_model=policy.cost_model(pack) if uses_pack else "tvm-xgb",
+        cost_model=policy.cost_model(pack, seed=seed) if uses_pack else "tvm-xgb",
         target=target,
         options=options,
         search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
@@ -153,7 +171,8 @@ def _time_point(
     otherwise it replaces them. ``point["latency"]`` is then the fastest of its timing runs."""
     network = point["network"]
     with tempfile.TemporaryDirectory() as views:
-        dirs = _as_they_stood(point, arms, work_root / model_slug(network), Path(views), fresh)
+        root = _network_root(work_root, network, _seed(point))
+        dirs = _as_they_stood(point, arms, root, Path(views), fresh)
         references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
         latency = time_work_dirs(network, dirs, target, rounds, references)
     finished = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -181,13 +200,23 @@ def _fastest(timings: list[dict]) -> dict:
     return fastest
 
 
+def _order(point: dict) -> tuple:
+    """Points in the order they are tuned: budget by budget, then network and seed."""
+    return point["budget"], point["network"], _seed(point)
+
+
+def _label(point: dict) -> str:
+    """``network: N trials`` (and the seed, when not 0) for progress lines."""
+    seed = f", seed {_seed(point)}" if _seed(point) else ""
+    return f"{point['network']}: {point['budget']} trials{seed}"
+
+
 def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -> None:
     """Time every point until it has ``args.timing_runs`` timing runs of its current schedules."""
-    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+    for point in sorted(report["points"], key=_order):
         while len(_timings(point)) < args.timing_runs:
             print(
-                f"\n== {point['network']}: {point['budget']} trials, timing run "
-                f"{len(_timings(point)) + 1} of {args.timing_runs}",
+                f"\n== {_label(point)}, timing run {len(_timings(point)) + 1} of {args.timing_runs}",
                 flush=True,
             )
             _time_point(report, point, arms, work_root, target, args.rounds, again=True)
@@ -197,18 +226,18 @@ def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -
 def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
     """Measure ``arm`` again at every point of ``report`` not yet redone, beside the other arms as they
     stood at that budget (see the module docstring)."""
-    for network in report["networks"]:  # once: a resumed redo keeps its own work dirs
-        fresh = work_root / model_slug(network) / arm
+    for network, seed in {(p["network"], _seed(p)) for p in report["points"]}:
+        fresh = _network_root(work_root, network, seed) / arm
         aside = fresh.with_name(f"{arm}.before-redo")
-        if fresh.exists() and not aside.exists():
+        if fresh.exists() and not aside.exists():  # once: a resumed redo keeps its own work dirs
             fresh.rename(aside)
-    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+    for point in sorted(report["points"], key=_order):
         if arm in point.get("redone", []):
             continue
-        network, budget = point["network"], point["budget"]
-        print(f"\n== {network}: {budget} trials, {arm} again", flush=True)
-        work_dir = work_root / model_slug(network) / arm
-        point["arms"][arm] = _tune_arm(network, arm, arms[arm], pack, budget, work_dir, target)
+        network, budget, seed = point["network"], point["budget"], _seed(point)
+        print(f"\n== {_label(point)}, {arm} again", flush=True)
+        work_dir = _network_root(work_root, network, seed) / arm
+        point["arms"][arm] = _tune_arm(network, arms[arm], pack, budget, seed, work_dir, target)
         _time_point(report, point, arms, work_root, target, args.rounds, fresh={arm})
         point["redone"] = [*point.get("redone", []), arm]
         save()
@@ -217,31 +246,111 @@ def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, arg
 def _retime(report: dict, tag: str, arms: dict, work_root: Path, target, args, save) -> None:
     """Build and time every point of ``report`` not yet retimed under ``tag`` again, every arm as it stood
     at that budget, without tuning (see the module docstring)."""
-    for point in sorted(report["points"], key=lambda p: (p["budget"], p["network"])):
+    for point in sorted(report["points"], key=_order):
         if point.get("retimed") == tag:
             continue
-        print(f"\n== {point['network']}: {point['budget']} trials, timed again ({tag})", flush=True)
+        print(f"\n== {_label(point)}, timed again ({tag})", flush=True)
         _time_point(report, point, arms, work_root, target, args.rounds)
         point["retimed"] = tag
         save()
 
 
-def _reached(report: dict, network: str) -> dict[str, int | None]:
-    """Per arm, the smallest budget whose compiled latency is within :data:`NOISE` of the no-transfer arm's
-    latency at its largest budget reached (``None``: not reached)."""
-    points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
-    if not points:
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _rows(report: dict, network: str) -> list[dict]:
+    """``network``'s budgets in order, each a row over the seeds that reached it: its ``points``, the
+    geometric mean ``ms`` of every arm and runtime timed in all of them (``None`` otherwise), and per arm
+    the ``ratios`` of each seed's latency to its no-transfer latency."""
+    rows = []
+    for budget in sorted({p["budget"] for p in report["points"] if p["network"] == network}):
+        points = sorted(
+            (p for p in report["points"] if p["network"] == network and p["budget"] == budget), key=_seed
+        )
+        ms = {}
+        for name in {name for p in points for name in p["latency"]}:
+            values = [(p["latency"].get(name) or {}).get("ms") for p in points]
+            ms[name] = _geomean(values) if all(values) else None
+        ratios = {
+            arm: [p["latency"][arm]["ms"] / p["latency"]["no-transfer"]["ms"] for p in points]
+            if all((p["latency"].get(a) or {}).get("ms") for p in points for a in (arm, "no-transfer"))
+            else None
+            for arm in report["arms"]
+        }
+        rows.append({"budget": budget, "points": points, "ms": ms, "ratios": ratios})
+    return rows
+
+
+def _reached(report: dict, rows: list[dict]) -> dict[str, int | None]:
+    """Per arm, the smallest budget of ``rows`` whose compiled latency is within :data:`NOISE` of the
+    no-transfer arm's at the last row's budget (``None``: not reached)."""
+    if not rows:
         return {}
-    goal = points[-1]["latency"].get("no-transfer", {}).get("ms")
+    goal = rows[-1]["ms"].get("no-transfer")
     out: dict[str, int | None] = {}
     for arm in report["arms"]:
-        hits = [
-            p["budget"]
-            for p in points
-            if goal and (p["latency"].get(arm, {}).get("ms") or math.inf) <= goal * NOISE
-        ]
+        hits = [r["budget"] for r in rows if goal and (r["ms"].get(arm) or math.inf) <= goal * NOISE]
         out[arm] = hits[0] if hits else None
     return out
+
+
+def _seed_rows(rows: list[dict], seed: int) -> list[dict]:
+    """``rows`` restricted to one seed's points (its budgets only)."""
+    single = []
+    for row in rows:
+        for point in row["points"]:
+            if _seed(point) == seed:
+                ms = {name: v.get("ms") for name, v in point["latency"].items()}
+                single.append({"budget": row["budget"], "points": [point], "ms": ms})
+    return single
+
+
+def _reached_line(report: dict, rows: list[dict]) -> str:
+    """Per arm, the smallest budget reaching no-transfer's latency at the largest budget: over the
+    geometric means of the seeds, then each seed alone (when several reached the largest budget)."""
+    seeds = [_seed(p) for p in rows[-1]["points"]]
+
+    def budgets(reached: dict[str, int | None]) -> dict[str, str]:
+        return {arm: str(b) if b is not None else "not reached" for arm, b in reached.items()}
+
+    overall = budgets(_reached(report, rows))
+    if len(seeds) > 1:
+        each = [budgets(_reached(report, _seed_rows(rows, seed))) for seed in seeds]
+        overall = {
+            arm: f"{v} ({', '.join(f'seed {s}: {e[arm]}' for s, e in zip(seeds, each, strict=True))})"
+            for arm, v in overall.items()
+        }
+    return ", ".join(f"{arm} {v}" for arm, v in overall.items())
+
+
+def _against_others(report: dict, row: dict) -> str:
+    """Each arm's latency over the fastest other runtime timed in the same point (per seed: the same
+    timing runs), the geometric mean over the row's seeds, then each seed's."""
+    parts = []
+    for arm in report["arms"]:
+        ratios = []
+        for point in row["points"]:
+            others = [(point["latency"].get(RUNTIMES[k]) or {}).get("ms") for k in REFERENCES]
+            others = [v for v in others if v]
+            mine = (point["latency"].get(arm) or {}).get("ms")
+            if others and mine:
+                ratios.append(mine / min(others))
+        if ratios:
+            each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
+            parts.append(f"{arm} {_geomean(ratios):.2f}x{each}")
+    return ", ".join(parts)
+
+
+def _cell(row: dict, arm: str) -> str:
+    """An arm's latency in a row, with its ratio to no-transfer (and each seed's, when several)."""
+    value, ratios = row["ms"].get(arm), row["ratios"][arm]
+    if not value:
+        return "failed"
+    if not ratios or arm == "no-transfer":
+        return f"{value:.3f}"
+    each = f": {', '.join(f'{r:.3f}' for r in ratios)}" if len(ratios) > 1 else ""
+    return f"{value:.3f} ({_geomean(ratios):.3f}{each})"
 
 
 def _markdown(report: dict) -> str:
@@ -252,47 +361,49 @@ def _markdown(report: dict) -> str:
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
         f"target `{report['target']}`;"
         f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks excluded from the pack: "
-        f"{', '.join(report['networks'])}. Latency of the compiled network (ms): the fastest of the "
-        "point's timing runs (how many: last column), each building every arm afresh and timing all of "
-        f"them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest kept; in brackets "
-        "the ratio to no-transfer at the same budget.",
+        f"{', '.join(report['networks'])}. Latency of the compiled network (ms): per tuning seed, the "
+        "fastest of the point's timing runs (how many: last column), each building every arm afresh and "
+        f"timing all of them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest "
+        "kept; the geometric mean over the seeds that reached the budget. In brackets the ratio to "
+        "no-transfer at the same budget: the geometric mean over seeds, then each seed's.",
         "",
     ]
     for network in report["networks"]:
-        points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
+        rows = _rows(report, network)
+        points = [p for row in rows for p in row["points"]]
         lines += [f"## {network}", ""]
-        if not points:
+        if not rows:
             lines += ["not reached", ""]
             continue
         header = " | ".join(f"{a} ms" for a in arms)
-        lines += [f"| budget | {header} | trials (per arm) | from pack | timing runs |"]
-        lines += ["|---|" + "---|" * len(arms) + "---|---|---|"]
-        for p in points:
-            base = p["latency"].get("no-transfer", {}).get("ms")
-            cells = []
-            for arm in arms:
-                value = p["latency"].get(arm, {}).get("ms")
-                ratio = f" ({value / base:.2f})" if value and base else ""
-                cells.append(f"{value:.3f}{ratio}" if value else "failed")
-            trials = ", ".join(str(p["arms"][a]["trials"]) for a in arms)
-            from_pack = max(p["arms"][a]["from_pack"] for a in arms)
-            runs = len(_timings(p))
-            lines.append(f"| {p['budget']} | " + " | ".join(cells) + f" | {trials} | {from_pack} | {runs} |")
-        redone = sorted({a for p in points for a in p.get("redone", [])})
+        lines += [f"| budget | {header} | seeds | trials (per arm) | from pack | timing runs |"]
+        lines += ["|---|" + "---|" * len(arms) + "---|---|---|---|"]
+        for row in rows:
+            cells = " | ".join(_cell(row, arm) for arm in arms)
+            seeds = ", ".join(str(_seed(p)) for p in row["points"])
+            trials = ", ".join(str(max(p["arms"][a]["trials"] for p in row["points"])) for a in arms)
+            from_pack = max(p["arms"][a]["from_pack"] for p in row["points"] for a in arms)
+            runs = ", ".join(str(len(_timings(p))) for p in row["points"])
+            lines.append(f"| {row['budget']} | {cells} | {seeds} | {trials} | {from_pack} | {runs} |")
+        redone = sorted({(a, _seed(p)) for p in points for a in p.get("redone", [])})
         if redone:
             lines.append(
-                "\nTuned again beside the other arms as they stood at each budget: " + ", ".join(redone) + "."
+                "\nTuned again beside the other arms as they stood at each budget: "
+                + ", ".join(f"{a} (seed {seed})" for a, seed in redone)
+                + "."
             )
-        retimed = sorted({p["retimed"] for p in points if "retimed" in p})
+        retimed = sorted({(p["retimed"], _seed(p)) for p in points if "retimed" in p})
         if retimed:
             lines.append(
                 "\nBuilt and timed again without tuning, every arm as it stood at each budget: "
-                + ", ".join(retimed)
+                + ", ".join(f"{tag} (seed {seed})" for tag, seed in retimed)
                 + "."
             )
-        missing = [b for b in report["budgets"] if b not in {p["budget"] for p in points}]
-        if missing:
-            lines.append(f"\nBudgets not reached yet: {', '.join(map(str, missing))}.")
+        present = {(p["budget"], _seed(p)) for p in points}
+        for seed in report.get("seeds", [0]):
+            missing = [b for b in report["budgets"] if (b, seed) not in present]
+            if missing:
+                lines.append(f"\nSeed {seed}: budgets not reached yet: {', '.join(map(str, missing))}.")
         others = {
             RUNTIMES[k]: v["ms"]
             for p in points
@@ -301,19 +412,13 @@ def _markdown(report: dict) -> str:
         }
         if others:
             name, best = min(others.items(), key=lambda kv: kv[1])
-            last = points[-1]
-            tvm_best = {a: last["latency"].get(a, {}).get("ms") for a in arms}
             lines.append(
-                f"\nBest non-TVM runtime: {name} {best:.3f} ms. At {last['budget']} trials: "
-                + ", ".join(f"{a} {v / best:.2f}x" for a, v in tvm_best.items() if v)
-                + " of it."
+                f"\nBest non-TVM runtime: {name} {best:.3f} ms. At {rows[-1]['budget']} trials, against the "
+                f"fastest other runtime timed beside it: {_against_others(report, rows[-1])}."
             )
-        reached = _reached(report, network)
         lines.append(
             f"\nSmallest budget within {NOISE:.2f}x of no-transfer's latency at "
-            f"{points[-1]['budget']} trials: "
-            + ", ".join(f"{a} {b if b is not None else 'not reached'}" for a, b in reached.items())
-            + "\n"
+            f"{rows[-1]['budget']} trials: {_reached_line(report, rows)}\n"
         )
     return "\n".join(lines) + "\n"
 
@@ -324,18 +429,20 @@ def _plot(report: dict, work_root: Path, quick: bool) -> None:
         return
     fig, axes = network_axes(networks)
     for ax, network in zip(axes, networks, strict=True):
-        points = sorted((p for p in report["points"] if p["network"] == network), key=lambda p: p["budget"])
+        rows = _rows(report, network)
+        seeds = sorted({_seed(p) for row in rows for p in row["points"]})
         for arm in report["arms"]:
-            xs = [p["arms"][arm]["trials"] for p in points if p["latency"].get(arm, {}).get("ms")]
-            ys = [p["latency"][arm]["ms"] for p in points if p["latency"].get(arm, {}).get("ms")]
-            (line,) = ax.plot(xs, ys, "o-", label=f"{arm} (compiled)")
-            curve = [
-                (r["trials"], r["estimated_ms"])
-                for r in read_rounds(work_root / model_slug(network) / arm)
-                if r.get("estimated_ms")
-            ]
-            if curve:
-                ax.plot(*zip(*curve, strict=True), "-", alpha=0.4, color=line.get_color())
+            xs = [r["budget"] for r in rows if r["ms"].get(arm)]
+            ys = [r["ms"][arm] for r in rows if r["ms"].get(arm)]
+            (line,) = ax.plot(xs, ys, "o-", label=f"{arm} (compiled, mean of seeds)")
+            for seed in seeds:
+                curve = [
+                    (r["trials"], r["estimated_ms"])
+                    for r in read_rounds(_network_root(work_root, network, seed) / arm)
+                    if r.get("estimated_ms")
+                ]
+                if curve:
+                    ax.plot(*zip(*curve, strict=True), "-", alpha=0.3, color=line.get_color())
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("trials")
@@ -355,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--networks", help="comma-separated models (default: the study's)")
     parser.add_argument("--budgets", help="comma-separated trial budgets (default: the study's)")
+    parser.add_argument(
+        "--seeds", help="comma-separated tuning seeds, each a whole run of every arm (default: the study's)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument(
         "--timing-runs",
@@ -377,9 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
 
-    name, networks, budgets, arms = _study(args)
+    name, networks, budgets, arms, seeds = _study(args)
     networks = tuple(args.networks.split(",")) if args.networks else networks
     budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else budgets
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else seeds
     target = host_target()
     mcpu = str(target.attrs.get("mcpu", "host"))
     work_root = Path(args.work_root) / ("dev" if args.dev else "held-out") / mcpu
@@ -395,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             "dev": args.dev,
             "networks": list(networks),
             "budgets": list(budgets),
+            "seeds": list(seeds),
             "arms": list(arms),
             "rounds": args.rounds,
             "timing_runs": args.timing_runs,
@@ -415,15 +527,19 @@ def main(argv: list[str] | None = None) -> int:
     elif args.retime:
         _retime(report, args.retime, arms, work_root, target, args, save)
     elif not args.report_only:
-        done = {(p["network"], p["budget"]) for p in report["points"]}
-        # Budget by budget over the networks, so that a run stopped early has every network's small budgets.
-        for budget, network in ((b, n) for b in budgets for n in networks):
-            if (network, budget) in done:
+        done = {(p["network"], p["budget"], _seed(p)) for p in report["points"]}
+        # Budget by budget over the networks and seeds, so that a run stopped early has every network's
+        # small budgets.
+        for budget, network, seed in ((b, n, s) for b in budgets for n in networks for s in seeds):
+            if (network, budget, seed) in done:
                 continue
-            print(f"\n== {network}: {budget} trials", flush=True)
-            dirs = {arm: work_root / model_slug(network) / arm for arm in arms}
-            tuned = {arm: _tune_arm(network, arm, arms[arm], pack, budget, dirs[arm], target) for arm in arms}
-            point = {"network": network, "budget": budget, "arms": tuned}
+            point = {"network": network, "budget": budget, "seed": seed}
+            print(f"\n== {_label(point)}", flush=True)
+            root = _network_root(work_root, network, seed)
+            point["arms"] = {
+                arm: _tune_arm(network, policy, pack, budget, seed, root / arm, target)
+                for arm, policy in arms.items()
+            }
             _time_point(report, point, arms, work_root, target, args.rounds, fresh=set(arms))
             report["points"].append(point)
             save()
