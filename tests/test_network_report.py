@@ -1,0 +1,76 @@
+"""The held-out network report's arithmetic over tuning seeds: the figures the goals are judged on."""
+
+import math
+
+import pytest
+
+from benchmarks import transfer_networks as report_module
+
+
+def _point(budget, seed, transfer, no_transfer, onnx=None):
+    latency = {"transfer": {"ms": transfer}, "no-transfer": {"ms": no_transfer}}
+    if onnx is not None:
+        latency["ONNX Runtime"] = {"ms": onnx}
+    point = {
+        "network": "net",
+        "budget": budget,
+        "arms": {a: {"trials": budget, "from_pack": 0} for a in ("no-transfer", "transfer")},
+        "latency": latency,
+    }
+    if seed is not None:  # a point saved before seeds were kept has none: seed 0
+        point["seed"] = seed
+    return point
+
+
+def _report(points):
+    return {"arms": ["no-transfer", "transfer"], "budgets": [50, 2000], "seeds": [0, 1], "points": points}
+
+
+def test_rows_are_geometric_means_over_the_seeds_that_reached_each_budget():
+    report = _report(
+        [
+            _point(50, None, 80.0, 100.0),
+            _point(50, 1, 45.0, 50.0),
+            _point(2000, None, 30.0, 25.0),
+        ]
+    )
+    first, last = report_module._rows(report, "net")
+    assert [report_module._seed(p) for p in first["points"]] == [0, 1]
+    assert first["ms"]["transfer"] == pytest.approx(math.sqrt(80.0 * 45.0))
+    assert first["ratios"]["transfer"] == pytest.approx([0.8, 0.9])
+    expected = f"{math.sqrt(80 * 45):.3f} ({math.sqrt(0.72):.3f}: 0.800, 0.900)"
+    assert report_module._cell(first, "transfer") == expected
+    assert last["ms"]["transfer"] == pytest.approx(30.0)
+    assert last["ratios"]["transfer"] == pytest.approx([1.2])
+
+
+def test_an_arm_failed_in_one_seed_fails_the_row():
+    rows = report_module._rows(_report([_point(50, 0, 80.0, 100.0), _point(50, 1, None, 50.0)]), "net")
+    assert rows[0]["ms"]["transfer"] is None and rows[0]["ratios"]["transfer"] is None
+    assert report_module._cell(rows[0], "transfer") == "failed"
+
+
+def test_budget_reaching_the_bar_over_the_mean_and_per_seed():
+    # Seed 0 reaches its 2000-trial bar at 50 trials, seed 1 only at 2000; their geometric means at 50.
+    report = _report(
+        [
+            _point(50, 0, 90.0, 150.0),
+            _point(50, 1, 100.0, 150.0),
+            _point(2000, 0, 95.0, 100.0),
+            _point(2000, 1, 80.0, 90.0),
+        ]
+    )
+    rows = report_module._rows(report, "net")
+    assert report_module._reached(report, rows) == {"no-transfer": 2000, "transfer": 50}
+    assert report_module._reached_line(report, rows) == (
+        "no-transfer 2000 (seed 0: 2000, seed 1: 2000), transfer 50 (seed 0: 50, seed 1: 2000)"
+    )
+
+
+def test_other_runtimes_are_compared_within_each_seeds_own_timing():
+    report = _report([_point(2000, 0, 106.0, 103.0, onnx=100.0), _point(2000, 1, 88.0, 90.0, onnx=89.0)])
+    (row,) = report_module._rows(report, "net")
+    no_transfer, transfer = math.sqrt(1.03 * 90 / 89), math.sqrt(1.06 * 88 / 89)
+    assert report_module._against_others(report, row) == (
+        f"no-transfer {no_transfer:.2f}x (1.03, 1.01), transfer {transfer:.2f}x (1.06, 0.99)"
+    )
