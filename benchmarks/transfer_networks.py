@@ -52,6 +52,8 @@ import warnings
 from collections.abc import Collection
 from pathlib import Path
 
+from scipy.stats import gmean
+
 from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import HELD_OUT
 from benchmarks.transfer_common import REFERENCES, check_held_out, load_resumable, run_context, time_work_dirs
@@ -256,18 +258,17 @@ def _retime(report: dict, tag: str, arms: dict, work_root: Path, target, args, s
 
 
 def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return float(gmean(values))
 
 
-def _rows(report: dict, network: str) -> list[dict]:
-    """``network``'s budgets in order, each a row over the seeds that reached it: its ``points``, the
-    geometric mean ``ms`` of every arm and runtime timed in all of them (``None`` otherwise), and per arm
-    the ``ratios`` of each seed's latency to its no-transfer latency."""
+def _rows(report: dict, network: str, seed: int | None = None) -> list[dict]:
+    """``network``'s budgets in order, each a row over the seeds that reached it (only ``seed``'s points,
+    when given): its ``points``, the geometric mean ``ms`` of every arm and runtime timed in all of them
+    (``None`` otherwise), and per arm the ``ratios`` of each seed's latency to its no-transfer latency."""
+    mine = [p for p in report["points"] if p["network"] == network and seed in (None, _seed(p))]
     rows = []
-    for budget in sorted({p["budget"] for p in report["points"] if p["network"] == network}):
-        points = sorted(
-            (p for p in report["points"] if p["network"] == network and p["budget"] == budget), key=_seed
-        )
+    for budget in sorted({p["budget"] for p in mine}):
+        points = sorted((p for p in mine if p["budget"] == budget), key=_seed)
         ms = {}
         for name in {name for p in points for name in p["latency"]}:
             values = [(p["latency"].get(name) or {}).get("ms") for p in points]
@@ -295,18 +296,7 @@ def _reached(report: dict, rows: list[dict]) -> dict[str, int | None]:
     return out
 
 
-def _seed_rows(rows: list[dict], seed: int) -> list[dict]:
-    """``rows`` restricted to one seed's points (its budgets only)."""
-    single = []
-    for row in rows:
-        for point in row["points"]:
-            if _seed(point) == seed:
-                ms = {name: v.get("ms") for name, v in point["latency"].items()}
-                single.append({"budget": row["budget"], "points": [point], "ms": ms})
-    return single
-
-
-def _reached_line(report: dict, rows: list[dict]) -> str:
+def _reached_line(report: dict, network: str, rows: list[dict]) -> str:
     """Per arm, the smallest budget reaching no-transfer's latency at the largest budget: over the
     geometric means of the seeds, then each seed alone (when several reached the largest budget)."""
     seeds = [_seed(p) for p in rows[-1]["points"]]
@@ -316,7 +306,7 @@ def _reached_line(report: dict, rows: list[dict]) -> str:
 
     overall = budgets(_reached(report, rows))
     if len(seeds) > 1:
-        each = [budgets(_reached(report, _seed_rows(rows, seed))) for seed in seeds]
+        each = [budgets(_reached(report, _rows(report, network, seed))) for seed in seeds]
         overall = {
             arm: f"{v} ({', '.join(f'seed {s}: {e[arm]}' for s, e in zip(seeds, each, strict=True))})"
             for arm, v in overall.items()
@@ -418,7 +408,7 @@ def _markdown(report: dict) -> str:
             )
         lines.append(
             f"\nSmallest budget within {NOISE:.2f}x of no-transfer's latency at "
-            f"{rows[-1]['budget']} trials: {_reached_line(report, rows)}\n"
+            f"{rows[-1]['budget']} trials: {_reached_line(report, network, rows)}\n"
         )
     return "\n".join(lines) + "\n"
 

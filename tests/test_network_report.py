@@ -62,7 +62,7 @@ def test_budget_reaching_the_bar_over_the_mean_and_per_seed():
     )
     rows = report_module._rows(report, "net")
     assert report_module._reached(report, rows) == {"no-transfer": 2000, "transfer": 50}
-    assert report_module._reached_line(report, rows) == (
+    assert report_module._reached_line(report, "net", rows) == (
         "no-transfer 2000 (seed 0: 2000, seed 1: 2000), transfer 50 (seed 0: 50, seed 1: 2000)"
     )
 
