@@ -1,5 +1,6 @@
 """What the transfer benchmarks share: the run context a report records, the check of a resumed report, the
-check that a pack holds out the networks evaluated, and the side-by-side timing of compiled work dirs."""
+check that a pack holds out the networks evaluated (or holds them, for exact matches), and the side-by-side
+timing of compiled work dirs."""
 
 from __future__ import annotations
 
@@ -65,6 +66,18 @@ def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool =
             f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "
             + " ".join(f"--exclude-network {n}" for n in networks)
             + "`"
+        )
+
+
+def check_in_pack(pack: TransferPack, networks: tuple[str, ...], target: tvm.target.Target) -> None:
+    """Refuse a pack whose corpus does not hold every network of the study measured on ``target``'s id."""
+    tid = target_id(target)
+    measured = set(pack.corpus(["network", "target_id"]).itertuples(index=False, name=None))
+    missing = [n for n in networks if (n, tid) not in measured]
+    if missing:
+        raise SystemExit(
+            f"{pack.path} holds no measurements of {', '.join(missing)} on {tid} (its targets: "
+            f"{', '.join(pack.targets)}): run the study on a machine of one of them, or name its networks"
         )
 
 

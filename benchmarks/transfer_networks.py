@@ -10,18 +10,24 @@ resumes where it stopped, and the tables say which budgets were reached.
 The networks are held out: the pack's manifest must list them as excluded (``tenset-tools pack
 --exclude-network``), or the run refuses. ``--dev`` is the development study that chose the default
 policy: every policy of :class:`~tvm_transfer.transfer.policy.TransferPolicy` on development networks, which
-the pack must not hold either.
+the pack must not hold either. ``--in-pack`` is the opposite case: a network the pack holds, measured on this
+machine's target, so that all its tasks but few are exact matches. It compares TVM alone, the default
+policy (an exact match tuned on once the run has more trials per task than the pack measured of it) and
+the default policy with every exact match final (``exact-final``).
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --in-pack > work/bench_in_pack.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
-``--redo-arm transfer`` measures one arm again at every budget of the report, e.g. after a policy change:
-the arm is tuned afresh (its old work dirs are moved aside to ``<arm>.before-redo``) and the other arms,
-not tuned again, are compiled from the first N records of their work dirs (N: their trials at that
-budget; a record file is append-only, so that is the work dir as it stood then), all timed side by side
-as before. A redone point says so (``redone``); the redo resumes like the first run.
+``--redo-arm transfer`` measures one arm again at every budget of the report (of the ``--networks`` and
+``--seeds`` given), e.g. after a policy change: the arm is tuned afresh (its old work dirs are moved aside
+to ``<arm>.before-<tag>``, ``--redo-tag``, default ``redo``; a new tag redoes an arm redone before) and the
+other arms, not tuned again, are compiled from the first N records of their work dirs (N: their trials at
+that budget; a record file is append-only, so that is the work dir as it stood then), all timed side by
+side as before. A redone point says so (``redone``: the arm, with ``@tag`` for a tag other than
+``redo``); the redo resumes like the first run.
 
 ``--retime TAG`` builds and times every point again without tuning, every arm from the first records of
 its work dir as above: the effect of a change of the compiler alone (e.g. ``--retime fast-math``) on the
@@ -43,6 +49,7 @@ seeds that reached its budget, its ratio the geometric mean of the seeds' ratios
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import shutil
@@ -50,13 +57,21 @@ import tempfile
 import time
 import warnings
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from scipy.stats import gmean
 
 from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import HELD_OUT
-from benchmarks.transfer_common import REFERENCES, check_held_out, load_resumable, run_context, time_work_dirs
+from benchmarks.transfer_common import (
+    REFERENCES,
+    check_held_out,
+    check_in_pack,
+    load_resumable,
+    run_context,
+    time_work_dirs,
+)
 from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
 from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.runtimes import RUNTIMES
@@ -68,33 +83,61 @@ from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.rounds import read_rounds
 from tvm_transfer.tuning.session import TuneOptions
 
+
+@dataclass(frozen=True)
+class Study:
+    """One comparison of this benchmark: its report ``name``, ``title``, work-dir ``folder``, networks,
+    budgets, arms (name -> policy; ``None``: TVM alone) and seeds. ``in_pack``: the networks must be in the
+    pack, measured on this machine's target (exact matches); otherwise the pack must hold them out."""
+
+    name: str
+    title: str
+    folder: str
+    networks: tuple[str, ...]
+    budgets: tuple[int, ...]
+    arms: dict[str, TransferPolicy | None]
+    seeds: tuple[int, ...] = (0,)
+    in_pack: bool = False
+
+
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
 ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
-#: Tuning seeds of the held-out study; the development and quick studies tune seed 0 only.
-SEEDS = (0, 1)
-
-#: Development networks of the policy study, and its budgets and arms.
-DEV_NETWORKS = ("torchvision:mobilenet_v3_large", "bert_mini_layer")
-DEV_BUDGETS = (50, 100, 200)
 DEV_ARMS = {
     "no-transfer": None,
     "model": TransferPolicy(seed_search=False),
     "seeds": TransferPolicy(pretrained_model=False),
     "model+seeds": TransferPolicy(),
 }
-QUICK_NETWORKS, QUICK_BUDGETS = ("bert_tiny_layer",), (8, 16)
+STUDIES = {
+    # Held out: tuned with two seeds.
+    "held-out": Study("transfer_networks", "Transfer, held out", "held-out", HELD_OUT, BUDGETS, ARMS, (0, 1)),
+    # The development study that chose the policy's parts.
+    "dev": Study(
+        "transfer_dev",
+        "Transfer policy study (development networks)",
+        "dev",
+        ("torchvision:mobilenet_v3_large", "bert_mini_layer"),
+        (50, 100, 200),
+        DEV_ARMS,
+    ),
+    # A network of the pack on its own target: every task but few is an exact match, applied with 0 trials
+    # and final unless the run has more trials per task than the pack measured of it.
+    "in-pack": Study(
+        "transfer_in_pack",
+        "Transfer on a network of the pack (exact matches)",
+        "in-pack",
+        ("torchvision:mobilenet_v2",),
+        (200, 1000, 2000),
+        {**ARMS, "exact-final": dataclasses.replace(DEFAULT_POLICY, refine_exact=False)},
+        in_pack=True,
+    ),
+    "quick": Study(
+        "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
+    ),
+}
 
 #: Within this ratio of the no-transfer latency, transfer counts as reaching it (timing noise).
 NOISE = 1.03
-
-
-def _study(args: argparse.Namespace) -> tuple[str, tuple[str, ...], tuple[int, ...], dict, tuple[int, ...]]:
-    """``(report name, networks, budgets, arms, seeds)`` of the chosen study."""
-    if args.quick:
-        return "transfer_networks", QUICK_NETWORKS, QUICK_BUDGETS, DEV_ARMS, (0,)
-    if args.dev:
-        return "transfer_dev", DEV_NETWORKS, DEV_BUDGETS, DEV_ARMS, (0,)
-    return "transfer_networks", HELD_OUT, BUDGETS, ARMS, SEEDS
 
 
 def _seed(point: dict) -> int:
@@ -120,6 +163,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         options=options,
         search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
         transfer_pack=pack if uses_pack else None,
+        refine_from_pack=uses_pack and policy.refine_exact,
     )
     rounds = read_rounds(work_dir)
     return {
@@ -213,9 +257,16 @@ def _label(point: dict) -> str:
     return f"{point['network']}: {point['budget']} trials{seed}"
 
 
+def _named(report: dict) -> list[dict]:
+    """The points of the networks and seeds this run names (``--networks``, ``--seeds``), in tuning order."""
+    networks, seeds = set(report["networks"]), set(report["seeds"])
+    named = [p for p in report["points"] if p["network"] in networks and _seed(p) in seeds]
+    return sorted(named, key=_order)
+
+
 def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -> None:
-    """Time every point until it has ``args.timing_runs`` timing runs of its current schedules."""
-    for point in sorted(report["points"], key=_order):
+    """Time every named point until it has ``args.timing_runs`` timing runs of its current schedules."""
+    for point in _named(report):
         while len(_timings(point)) < args.timing_runs:
             print(
                 f"\n== {_label(point)}, timing run {len(_timings(point)) + 1} of {args.timing_runs}",
@@ -225,30 +276,32 @@ def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -
             save()
 
 
-def _redo(report: dict, arm: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
-    """Measure ``arm`` again at every point of ``report`` not yet redone, beside the other arms as they
-    stood at that budget (see the module docstring)."""
-    for network, seed in {(p["network"], _seed(p)) for p in report["points"]}:
+def _redo(report: dict, arm: str, tag: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
+    """Measure ``arm`` again at every named point not yet redone under ``tag``, beside the other arms as
+    they stood at that budget (see the module docstring)."""
+    mark = arm if tag == "redo" else f"{arm}@{tag}"
+    points = _named(report)
+    for network, seed in {(p["network"], _seed(p)) for p in points}:
         fresh = _network_root(work_root, network, seed) / arm
-        aside = fresh.with_name(f"{arm}.before-redo")
+        aside = fresh.with_name(f"{arm}.before-{tag}")
         if fresh.exists() and not aside.exists():  # once: a resumed redo keeps its own work dirs
             fresh.rename(aside)
-    for point in sorted(report["points"], key=_order):
-        if arm in point.get("redone", []):
+    for point in points:
+        if mark in point.get("redone", []):
             continue
         network, budget, seed = point["network"], point["budget"], _seed(point)
-        print(f"\n== {_label(point)}, {arm} again", flush=True)
+        print(f"\n== {_label(point)}, {arm} again ({tag})", flush=True)
         work_dir = _network_root(work_root, network, seed) / arm
         point["arms"][arm] = _tune_arm(network, arms[arm], pack, budget, seed, work_dir, target)
         _time_point(report, point, arms, work_root, target, args.rounds, fresh={arm})
-        point["redone"] = [*point.get("redone", []), arm]
+        point["redone"] = [*point.get("redone", []), mark]
         save()
 
 
 def _retime(report: dict, tag: str, arms: dict, work_root: Path, target, args, save) -> None:
     """Build and time every point of ``report`` not yet retimed under ``tag`` again, every arm as it stood
     at that budget, without tuning (see the module docstring)."""
-    for point in sorted(report["points"], key=_order):
+    for point in _named(report):
         if point.get("retimed") == tag:
             continue
         print(f"\n== {_label(point)}, timed again ({tag})", flush=True)
@@ -346,12 +399,13 @@ def _cell(row: dict, arm: str) -> str:
 def _markdown(report: dict) -> str:
     arms = report["arms"]
     lines = [
-        "# " + ("Transfer policy study (development networks)" if report["dev"] else "Transfer, held out"),
+        f"# {report['title']}",
         "",
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
         f"target `{report['target']}`;"
-        f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks excluded from the pack: "
-        f"{', '.join(report['networks'])}. Latency of the compiled network (ms): per tuning seed, the "
+        f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks "
+        + ("of the pack, measured on this target" if report["in_pack"] else "excluded from the pack")
+        + f": {', '.join(report['networks'])}. Latency of the compiled network (ms): per tuning seed, the "
         "fastest of the point's timing runs (how many: last column), each building every arm afresh and "
         f"timing all of them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest "
         "kept; the geometric mean over the seeds that reached the budget. In brackets the ratio to "
@@ -438,15 +492,20 @@ def _plot(report: dict, work_root: Path, quick: bool) -> None:
         ax.set_xlabel("trials")
         ax.set_ylabel("latency (ms)")
     axes[0].legend(fontsize=7)
-    save_figure(fig, "transfer", "transfer_dev" if report["dev"] else "transfer_networks", quick)
+    save_figure(fig, "transfer", report["name"], quick)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dev", action="store_true", help="the policy study on the development networks")
-    parser.add_argument("--quick", action="store_true", help="smoke run: one small block, two budgets")
+    studies = parser.add_mutually_exclusive_group()
+    for flag, what in (
+        ("dev", "the policy study on the development networks"),
+        ("in-pack", "a network of the pack on its own target (exact matches)"),
+        ("quick", "smoke run: one small block, two budgets"),
+    ):
+        studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)
     parser.add_argument(
         "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
     )
@@ -469,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
         "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
     )
     parser.add_argument(
+        "--redo-tag",
+        default="redo",
+        help="name of the redo (default 'redo'); a new tag redoes points an earlier redo did already",
+    )
+    parser.add_argument(
         "--retime",
         metavar="TAG",
         help="build and time every point again without tuning (e.g. after a compiler change), under TAG",
@@ -477,23 +541,29 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
 
-    name, networks, budgets, arms, seeds = _study(args)
-    networks = tuple(args.networks.split(",")) if args.networks else networks
-    budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else budgets
-    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else seeds
+    study, quick = STUDIES[args.study or "held-out"], args.study == "quick"
+    networks = tuple(args.networks.split(",")) if args.networks else study.networks
+    budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else study.budgets
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else study.seeds
+    arms = study.arms
     target = host_target()
     mcpu = str(target.attrs.get("mcpu", "host"))
-    work_root = Path(args.work_root) / ("dev" if args.dev else "held-out") / mcpu
+    work_root = Path(args.work_root) / study.folder / mcpu
     pack = TransferPack.open(args.pack)
-    if not args.quick:
+    if study.in_pack:
+        check_in_pack(pack, networks, target)
+    elif not quick:
         check_held_out(pack, networks)
-    path = report_path("transfer", name, ".json", args.quick)
-    report = None if args.quick else load_resumable(path, pack, target)
+    path = report_path("transfer", study.name, ".json", quick)
+    report = None if quick else load_resumable(path, pack, target)
     if report is None:
         report = {"points": []}
+    report.pop("dev", None)  # reports written before studies were named
     report.update(
         {
-            "dev": args.dev,
+            "name": study.name,
+            "title": study.title,
+            "in_pack": study.in_pack,
             "networks": list(networks),
             "budgets": list(budgets),
             "seeds": list(seeds),
@@ -505,15 +575,15 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def save() -> None:
-        write_report("transfer", name, report, _markdown(report), args.quick)
-        _plot(report, work_root, args.quick)
+        write_report("transfer", study.name, report, _markdown(report), quick)
+        _plot(report, work_root, quick)
 
     if args.redo_arm:
         if args.redo_arm not in arms or not report["points"]:
             raise SystemExit(
                 f"--redo-arm: {args.redo_arm!r} is not an arm of {path} ({list(arms)}) or it has no points"
             )
-        _redo(report, args.redo_arm, arms, pack, work_root, target, args, save)
+        _redo(report, args.redo_arm, args.redo_tag, arms, pack, work_root, target, args, save)
     elif args.retime:
         _retime(report, args.retime, arms, work_root, target, args, save)
     elif not args.report_only:

@@ -14,8 +14,9 @@ matmul); tasks without a reduction are never taken. Nothing measured enters the 
 Arms. Every operator is tuned alone, per arm and seed (:data:`SEEDS`, ``--seeds``) in
 ``work/bench_transfer_ops/<mcpu>/<network>/<task>/<arm>/seed<k>``, to 64 trials in batches of 8:
 
-* ``transfer``: the pack's record of the task measured on this target when it has one (0 trials),
-  else the default policy's cost model and search strategy;
+* ``transfer``: the pack's record of the task measured on this target when it has one (0 trials; tuned on
+  from it under the policy's model at budgets above the pack's measurements of the task), else the
+  default policy's cost model and search strategy;
 * ``tvm-xgb-nowarmup``: MetaSchedule's ``XGBModel(num_warmup_samples=0)``, evolutionary search.
 
 ``--dev`` is the development study of the policy's parts at these budgets: operators of networks the pack
@@ -139,6 +140,7 @@ def _tune(
             "cost_model": policy.cost_model(pack, seed=seed),
             "search_strategy": policy.search_strategy(pack, options),
             "transfer_pack": pack,
+            "refine_from_pack": policy.refine_exact,
         }
     start = time.perf_counter()
     result = tune_network(network, work_dir, tasks=[task], target=target, options=options, **parts)

@@ -3,6 +3,7 @@ lookup, on a real tuning run of the mlp network."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -13,7 +14,7 @@ import pytest
 
 from tenset_tools import command
 from tenset_tools.command import UsageError
-from tenset_tools.metaschedule import RECORD_FILE
+from tenset_tools.metaschedule import RECORD_FILE, task_id_of_mod
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
 from tvm_transfer import transfer
 from tvm_transfer.cli import build_parser, main
@@ -131,6 +132,39 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
     assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
 
 
+def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_the_pack_measured(
+    pack, tuned_mlp, mlp_tasks, target, tmp_path, run_options
+):
+    _, source = tuned_mlp
+    # The pack measured each task 4 times (one batch): a run of 12 trials over the 3 tasks gives each as many
+    # (the exact-match test above: nothing measured), a run of 24 twice as many.
+    tid = target_id(target)
+    assert [pack.measurements(task_id_of_mod(t.dispatched[0]), tid) for t in mlp_tasks] == [4, 4, 4]
+    options = dataclasses.replace(run_options, trials=24)
+    kept = tune_network(
+        "mlp", tmp_path / "kept", target=target, options=options, transfer_pack=pack, refine_from_pack=False
+    )
+    assert kept.new_trials == 0 and kept.refined == []
+    work_dir = tmp_path / "refined"
+    result = tune_network("mlp", work_dir, target=target, options=options, transfer_pack=pack)
+    assert sorted(result.refined) == sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
+    # The pack's records count as no trials. (A batch holding a program measured before, the pack's
+    # among them, is measured short, so MetaSchedule may run one more.)
+    measured = result.new_trials
+    assert 24 <= measured < 24 + 4 and result.rounds[-1]["trials"] == measured
+    assert sum(row[4] for row in result.tasks) == measured
+    assert len(open_database(work_dir).get_all_tuning_records()) == 3 + measured
+    # A task keeps the pack's record unless the run measured a faster one.
+    assert all(row[3] <= pack_row[3] for row, pack_row in zip(result.tasks, source.tasks, strict=True))
+    assert "3 task(s) applied from the transfer pack with 0 trials, 3 of them tuned on from there" in (
+        result.table()
+    )
+    # Tuned on once, a task stays so: a smaller budget measures nothing more and counts the same trials.
+    again = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    assert again.new_trials == 0 and sorted(again.refined) == sorted(result.refined)
+    assert [row[4] for row in again.tasks] == [row[4] for row in result.tasks]
+
+
 def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials(pack, target, tmp_path):
     compiled = compile_network(
         "mlp", tmp_path / "fresh", target=target, runtimes=[], rounds=1, transfer_pack=pack
@@ -216,38 +250,34 @@ def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pac
         logger.setLevel(old_level)
 
 
-def test_the_operator_command_applies_a_packed_operator_with_zero_trials(target, tmp_path, capsys):
-    # A pack of one tuned operator: `tune` measured on this target, then `tune` again from the pack.
+def test_the_operator_command_applies_a_packed_operator_then_tunes_on_given_more_trials(
+    target, tmp_path, capsys
+):
+    # A pack of one tuned operator: `tune` measured it 4 times on this target, then `tune` from the pack.
     source = tmp_path / "mm"
-    flags = ["tune", "matmul", "--shape", "32,32,32", "--trials", "4", "--trials-per-iter", "4"]
-    flags += ["--population", "16", "--no-reference", "--quiet", "--no-transfer"]
-    assert main([*flags, "--work-dir", str(source)]) == 0
+    flags = ["tune", "matmul", "--shape", "32,32,32", "--trials-per-iter", "4", "--population", "16"]
+    flags += ["--no-reference", "--quiet"]
+    assert main([*flags, "--trials", "4", "--no-transfer", "--work-dir", str(source)]) == 0
+    packed = build_pack([source], tmp_path / "mm.pack", models=())
     capsys.readouterr()
-    packed = TransferPack.open(
-        __import__("tvm_transfer.transfer.pack", fromlist=["build_pack"])
-        .build_pack([source], tmp_path / "mm.pack", models=())
-        .path
-    )
-    again = tmp_path / "again.json"
-    rest = [f for f in flags if f != "--no-transfer"]
-    assert (
-        main(
-            [
-                *rest,
-                "--work-dir",
-                str(tmp_path / "w"),
-                "--transfer-pack",
-                str(packed.path),
-                "--json",
-                str(again),
-            ]
-        )
-        == 0
-    )
-    report = json.loads(again.read_text())
-    assert report["new_trials"] == 0 and report["from_pack"] == str(packed.path)
-    assert np.isfinite(report["best_seconds"])
+
+    def tune_from_pack(trials: int) -> dict:
+        report = tmp_path / f"{trials}.json"
+        from_pack = ["--transfer-pack", str(packed.path), "--work-dir", str(tmp_path / "w")]
+        assert main([*flags, "--trials", str(trials), *from_pack, "--json", str(report)]) == 0
+        return json.loads(report.read_text())
+
+    applied = tune_from_pack(4)
+    assert applied["new_trials"] == applied["trials"] == 0 and applied["from_pack"] == str(packed.path)
+    assert np.isfinite(applied["best_seconds"])
     assert "from transfer pack" in capsys.readouterr().out
+    # 8 trials are more than the pack measured: tuning goes on from its record, which counts as no trial
+    # (a batch holding the pack's program is measured short, so MetaSchedule may run one more).
+    tuned_on = tune_from_pack(8)
+    assert tuned_on["new_trials"] == tuned_on["trials"] and 8 <= tuned_on["trials"] < 12
+    assert tuned_on["from_pack"] == str(packed.path)
+    assert tuned_on["best_seconds"] <= applied["best_seconds"]
+    assert "tuned on from the record of transfer pack" in capsys.readouterr().out
 
 
 def test_networks_held_out_are_left_out_of_a_pack_and_listed(tuned_mlp, tmp_path):

@@ -140,6 +140,7 @@ def _report(args: argparse.Namespace, result) -> int:
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.copula import copula_cost_model
     from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.transfer.policy import DEFAULT_POLICY
     from tvm_transfer.tuning.operator import tune_workload
     from tvm_transfer.tuning.workdir import work_dir_lock
     from tvm_transfer.workloads import parse_workload
@@ -160,6 +161,7 @@ def _run_tune(args: argparse.Namespace) -> int:
             reference=not args.no_reference,
             search_strategy=_search_strategy(args, options, exclude=workload.ir_module()),
             transfer_pack=resolve_transfer_pack(args),
+            refine_from_pack=DEFAULT_POLICY.refine_exact,
         )
     return _report(args, result)
 
@@ -205,6 +207,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
     """Tune ``model``'s tasks in its work dir up to ``--trials``, holding the work dir's lock (schedule
     transfer between tasks included); returns the NetworkTuneResult."""
     from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.transfer.policy import DEFAULT_POLICY
     from tvm_transfer.tuning.network import tune_network
     from tvm_transfer.tuning.workdir import work_dir_lock
 
@@ -220,6 +223,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
             search_strategy=_search_strategy(args, _options(args)),
             layout_free=not args.no_layout_rewrite,
             transfer_pack=resolve_transfer_pack(args),
+            refine_from_pack=DEFAULT_POLICY.refine_exact,
         )
 
 

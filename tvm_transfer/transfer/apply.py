@@ -4,9 +4,13 @@ go into the run's database with zero trials.
 For each task whose workload the pack's best-schedule database holds for the *same target id*
 (:meth:`~tvm_transfer.transfer.schedules.ScheduleDatabase.exact`), the fastest record is committed to the
 work dir's MetaSchedule database as a tuning record carrying the pack's measured latency, so that
-``compile`` builds it and tuning leaves the task out. Records measured on other targets are never
+``compile`` builds it without a trial. Records measured on other targets are never
 committed. What was applied is written to the sidecar ``transfer_pack.json`` of the work dir (per task:
 workload hash, target id, latency, the pack it came from), which also makes applying idempotent.
+
+Tuning leaves an applied task out unless the run has more trials for it than the pack's corpus spent on it
+(:func:`worth_refining`): then the task is tuned on from the pack's record, as TVM alone would measure it
+more often than the corpus did, and ``compile`` builds its best record, the pack's or a new one.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,12 +28,13 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.features import target_id
+from tenset_tools.metaschedule import task_id_of_mod
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.session import open_database
 
 log = logging.getLogger(__name__)
 
-__all__ = ["APPLIED_FILE", "AppliedTask", "applied_tasks", "apply_pack"]
+__all__ = ["APPLIED_FILE", "AppliedTask", "applied_tasks", "apply_pack", "worth_refining"]
 
 #: The sidecar naming the tasks of a work dir whose record came from a transfer pack.
 APPLIED_FILE = "transfer_pack.json"
@@ -96,6 +101,23 @@ def apply_pack(
         atomic_write_text(work_dir / APPLIED_FILE, json.dumps(content, indent=1, sort_keys=True))
         log.info("%d task(s) applied from %s with 0 trials", len(added), pack.path)
     return result
+
+
+def worth_refining(
+    pack: TransferPack,
+    tasks: Sequence[tuple[str, tvm.IRModule]],
+    applied: Mapping[int, AppliedTask],
+    trials_per_task: float,
+) -> list[int]:
+    """The indices (into ``tasks``) of the ``applied`` tasks that a run giving each task
+    ``trials_per_task`` trials on average tunes on from the pack's record: those of which the pack's corpus
+    measured fewer candidates on the target they were applied for. The others keep the pack's record as
+    final: TVM alone would measure them no more often than the corpus did."""
+    return [
+        index
+        for index, task in sorted(applied.items())
+        if pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
+    ]
 
 
 def extracted_pairs(extracted: Sequence[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:

@@ -167,6 +167,14 @@ class TransferPack:
 
         return read_dataset(self.path / CORPUS_FILE, columns)
 
+    def measurements(self, task_id: str, target_id: str) -> int:
+        """How many candidates of task ``task_id`` (:func:`tenset_tools.metaschedule.task_id_of_mod`) the
+        corpus measured on target ``target_id``, failed ones included (counted once, then cached)."""
+        if not hasattr(self, "_measurements"):
+            counts = self.corpus(["task_id", "target_id"]).value_counts()
+            self._measurements = {key: int(n) for key, n in counts.items()}
+        return self._measurements.get((task_id, target_id), 0)
+
     def schedules(self) -> ScheduleDatabase:
         """The best-schedule database (read once, then cached)."""
         if not hasattr(self, "_schedules"):

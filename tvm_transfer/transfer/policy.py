@@ -10,6 +10,8 @@ strategy:
 * ``seed_search``: each task's evolutionary search starts from the pack's best schedules of tasks with the
   same design space, repaired to the task's shape, then from copula samples conditioned on it
   (:class:`~tvm_transfer.search_strategy.copula.CopulaSearch` over the pack's schedule databases).
+* ``refine_exact``: a task applied from the pack is tuned on from its record when the run has more trials
+  per task than the pack's corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`).
 
 :data:`DEFAULT_POLICY` is what ``tune``, ``tune-network`` and ``compile`` use with a pack; which parts it
 holds was chosen by measurement on development networks (``docs/transfer_pack.md``). A run without a pack
@@ -63,6 +65,10 @@ class TransferPolicy:
     keep_seeds:
         With ``seed_search``, the seeds join the population every batch's evolution starts from (``False``:
         the first batch's only; ``CopulaSearch(keep_seeds=...)``).
+    refine_exact:
+        Tune a task applied from the pack on from the pack's record when the run gives each task more
+        trials than the pack's corpus measured of it (``False``: an applied record is always final; the
+        ``refine_from_pack`` of ``tune_network`` and ``tune_workload``).
     """
 
     pretrained_model: bool = True
@@ -72,6 +78,7 @@ class TransferPolicy:
     population_size: int | None = None
     measured_seeds: int | None = None
     keep_seeds: bool = True
+    refine_exact: bool = True
 
     @property
     def name(self) -> str:

@@ -67,8 +67,10 @@ class NetworkTuneResult:
     selection: dict = field(default_factory=dict)
     # The round log of the work dir (tvm_transfer.tuning.rounds): per batch, every task's best so far.
     rounds: list[dict] = field(default_factory=list)
-    # Tasks whose schedule came from a transfer pack (measured on this target), with 0 trials.
+    # Tasks whose schedule came from a transfer pack (measured on this target), with 0 trials, and those
+    # of them the run tuned on from it (the budget per task exceeded what the pack measured of them).
     from_pack: list[str] = field(default_factory=list)
+    refined: list[str] = field(default_factory=list)
 
     @property
     def weighted_latency(self) -> float:
@@ -101,7 +103,10 @@ class NetworkTuneResult:
             f"{latency}, {self.new_trials} trials in {self.tuning_seconds:.1f} s"
         )
         if self.from_pack:
-            lines.append(f"{len(self.from_pack)} task(s) applied from the transfer pack with 0 trials")
+            line = f"{len(self.from_pack)} task(s) applied from the transfer pack with 0 trials"
+            if self.refined:
+                line += f", {len(self.refined)} of them tuned on from there"
+            lines.append(line)
         return "\n".join(lines)
 
 
@@ -130,6 +135,7 @@ def tune_network(
     search_strategy: ms.search_strategy.SearchStrategy | None = None,
     layout_free: bool = True,
     transfer_pack: TransferPack | None = None,
+    refine_from_pack: bool = True,
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
@@ -156,7 +162,11 @@ def tune_network(
     tuned and the estimated network latency.
 
     With ``transfer_pack``, every task the pack holds measured on ``target``'s id gets the pack's best
-    record in ``work_dir`` first (:func:`tvm_transfer.transfer.apply.apply_pack`) and is not tuned."""
+    record in ``work_dir`` first (:func:`tvm_transfer.transfer.apply.apply_pack`). Such a task is tuned
+    on from that record only when ``refine_from_pack`` and the budget per task exceeds what the pack's
+    corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`; not with a ``selection``),
+    and then after every other task's first batch; otherwise it is not tuned. The pack's records count
+    as no trials."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
@@ -173,26 +183,33 @@ def tune_network(
         result.status = ["from-pack" if i in applied else s for i, s in enumerate(result.status)]
         result.from_pack = [extracted[i].task_name for i in sorted(applied)]
         return result
-    tunable = [
-        i
-        for i, task in enumerate(extracted)
-        if not task.mod.attrs.get("tirx.is_scheduled", False) and i not in applied
-    ]
+    previous = _records_by_task(work_dir, extracted)
+    schedulable = [i for i, t in enumerate(extracted) if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    refined = (
+        _refined(transfer_pack, extracted, applied, previous, options.trials / max(len(schedulable), 1))
+        if refine_from_pack and applied
+        else []
+    )
+    # Refined tasks last: the scheduler's first round, one batch per task in order, reaches them after
+    # every task that has no schedule yet.
+    tunable = [i for i in schedulable if i not in applied] + refined
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [extracted[i] for i in tunable], str(work_dir), strategy=strategy,
         num_threads=search_threads(options), seed=options.seed,
     )  # fmt: skip
-    log, bar = _round_log(extracted, work_dir, options, measure, set(applied))
+    log, bar = _round_log(extracted, previous, work_dir, options, measure, tunable, len(refined))
     logged = dataclasses.replace(
         measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
     )
     try:
         batched = dataclasses.replace(options, trials_per_iter=_batch_size(options, log.trials, len(tunable)))
-        # Every task applied from the pack: nothing to measure.
+        # Every task applied from the pack and none refined: nothing to measure.
         run = (
-            tune_contexts(list(contexts), list(weights), work_dir, cost_model, batched, logged)
+            tune_contexts(
+                list(contexts), list(weights), work_dir, cost_model, batched, logged, unmeasured=len(refined)
+            )
             if contexts
-            else ContextsTuning([], {}, 0.0, [])
+            else ContextsTuning([], {}, 0.0)
         )
     finally:
         if measure.progress_bar is None:
@@ -202,12 +219,16 @@ def tune_network(
         name=name,
         target=str(target),
         cost_model=cost_model_name(cost_model),
-        tasks=[_task_row(task, records_of(database, task.dispatched[0])) for task in extracted],
+        tasks=[
+            _task_row(task, records_of(database, task.dispatched[0]), unmeasured=int(i in applied))
+            for i, task in enumerate(extracted)
+        ],
         new_trials=len(run.latencies),
         tuning_seconds=run.seconds,
         profile=run.profile,
         rounds=read_rounds(work_dir),
         from_pack=[extracted[i].task_name for i in sorted(applied)],
+        refined=[extracted[i].task_name for i in refined],
     )
 
 
@@ -240,19 +261,44 @@ def apply_transfer_pack(
     return apply_pack(pack, extracted_pairs(extracted), target, work_dir)
 
 
+def _refined(
+    pack: TransferPack,
+    extracted: Sequence[ms.ExtractedTask],
+    applied: dict[int, AppliedTask],
+    previous: Sequence[Sequence[ms.database.TuningRecord]],
+    share: float,
+) -> list[int]:
+    """The ``applied`` tasks tuned on from the pack's record: those worth it at ``share`` trials per task
+    (:func:`tvm_transfer.transfer.apply.worth_refining`), and those an earlier run of the work dir tuned
+    on already (``previous`` holds more than the pack's record of them), in task order."""
+    from tvm_transfer.transfer.apply import extracted_pairs, worth_refining
+
+    worth = set(worth_refining(pack, extracted_pairs(extracted), applied, share))
+    return [i for i in sorted(applied) if i in worth or len(previous[i]) > 1]
+
+
+def _records_by_task(
+    work_dir: Path, extracted: Sequence[ms.ExtractedTask]
+) -> list[list[ms.database.TuningRecord]]:
+    """Every task's records in the work dir's database (failed ones included)."""
+    database = open_database(work_dir)
+    return [records_of(database, task.dispatched[0]) for task in extracted]
+
+
 def _round_log(
     extracted: list[ms.ExtractedTask],
+    previous: Sequence[Sequence[ms.database.TuningRecord]],
     work_dir: Path,
     options: TuneOptions,
     measure: Measurement,
-    applied: set[int],
+    counted: Sequence[int],
+    unmeasured: int,
 ) -> tuple[RoundLog, tqdm]:
-    """The work dir's round log, primed with the records already there, and the progress bar it annotates
-    (the caller's, else a new one over the trials still to measure). The records of ``applied`` tasks
-    (from a transfer pack) were not measured here and count as no trials."""
-    database = open_database(work_dir)
-    previous = [records_of(database, task.dispatched[0]) for task in extracted]
-    done = sum(len(r) for i, r in enumerate(previous) if i not in applied)
+    """The work dir's round log, primed with the records already there (``previous``, per task), and the
+    progress bar it annotates (the caller's, else a new one over the trials still to measure). The trials
+    done are the records of the ``counted`` tasks (those the run tunes), less ``unmeasured`` of them that
+    came from a transfer pack."""
+    done = sum(len(previous[i]) for i in counted) - unmeasured
     bar = measure.progress_bar or tqdm(
         total=max(options.trials - done, 0), unit="trial", disable=not options.progress, desc="tuning"
     )
@@ -268,11 +314,16 @@ def _round_log(
 
 
 def _task_row(
-    task: ms.ExtractedTask, records: Sequence[ms.database.TuningRecord], seconds: float | None = None
+    task: ms.ExtractedTask,
+    records: Sequence[ms.database.TuningRecord],
+    seconds: float | None = None,
+    unmeasured: int = 0,
 ) -> TaskRow:
-    """A result row of ``task``; ``seconds`` overrides the best latency of its ``records``."""
+    """A result row of ``task``; ``seconds`` overrides the best latency of its ``records``, of which
+    ``unmeasured`` (a transfer pack's) count as no trials."""
     best = best_seconds(records) if seconds is None else seconds
-    return (task.task_name, float(task.weight), estimate_flops(task.dispatched[0]), best, len(records))
+    trials = len(records) - unmeasured
+    return (task.task_name, float(task.weight), estimate_flops(task.dispatched[0]), best, trials)
 
 
 def _tune_selected(
@@ -293,7 +344,9 @@ def _tune_selected(
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     builder = measure.builder or PersistentBuilder()
     runner = measure.runner or target_runner(target)
-    log, bar = _round_log(extracted, work_dir, options, measure, applied)
+    previous = _records_by_task(work_dir, extracted)
+    counted = [i for i in range(len(extracted)) if i not in applied]
+    log, bar = _round_log(extracted, previous, work_dir, options, measure, counted, 0)
     shared = Measurement(builder=builder, runner=runner, progress_bar=bar, callbacks=measure.callbacks)
     model = resolve_cost_model(cost_model, options.seed)
     start = time.perf_counter()

@@ -13,6 +13,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.session import (
+    ContextsTuning,
     TuneOptions,
     best_seconds,
     cost_model_name,
@@ -46,7 +47,8 @@ class TuneResult:
     curve: list[float] = field(default_factory=list)
     profile: dict[str, float] = field(default_factory=dict)
     reference_seconds: float | None = None
-    # The transfer pack the schedule came from, with 0 trials (None: tuned here).
+    # The transfer pack holding a record of the operator measured on this target, applied with 0 trials
+    # and tuned on from when trials > 0 (None: tuned here from scratch).
     from_pack: str | None = None
 
     @property
@@ -66,7 +68,8 @@ class TuneResult:
             ("tuning time (this run)", f"{self.tuning_seconds:.1f} s"),
         ]
         if self.from_pack:
-            rows.append(("schedule", f"from transfer pack {self.from_pack} (measured on this target)"))
+            how = "tuned on from the record of" if self.trials else "from"
+            rows.append(("schedule", f"{how} transfer pack {self.from_pack} (measured on this target)"))
         if self.reference_seconds:
             ref_gflops = self.flops / self.reference_seconds / 1e9
             rows.append(
@@ -88,6 +91,7 @@ def tune_workload(
     reference: bool = True,
     search_strategy: ms.search_strategy.SearchStrategy | None = None,
     transfer_pack: TransferPack | None = None,
+    refine_from_pack: bool = True,
 ) -> TuneResult:
     """Tune one operator with MetaSchedule and the given cost model (a name of ``COST_MODELS`` or an object).
 
@@ -95,70 +99,82 @@ def tune_workload(
     ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
     ``tvm_transfer.search_strategy.copula.CopulaSearch``); either way a program already measured in
     ``work_dir`` is not measured again. When ``transfer_pack`` holds the operator measured on
-    ``target``'s id, its best record is committed to the work dir and nothing is measured.
+    ``target``'s id, its best record is committed to the work dir; nothing is measured unless
+    ``refine_from_pack`` and ``options.trials`` exceeds what the pack's corpus measured of the operator
+    (:func:`~tvm_transfer.transfer.apply.worth_refining`) or an earlier run tuned on from it already; then
+    tuning goes on from that record, which counts as no trial.
     """
     options = options or TuneOptions()
     target = as_target(target)
     import_tensor_intrin_fast()  # TuneContext imports it, slowly unless done this way
-    if transfer_pack is not None:
-        applied = _from_pack(workload, Path(work_dir), cost_model, target, transfer_pack, reference)
-        if applied is not None:
-            return applied
-    context = ms.TuneContext(
-        mod=workload.ir_module(),
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=skip_measured(search_strategy) if search_strategy else evolutionary_search(options),
-        task_name=workload.name,
-        rand_state=ms.utils.fork_seed(options.seed, 1)[0],
-        num_threads=search_threads(options),
-        logger=ms.logging.get_loggers_from_work_dir(str(work_dir), [workload.name])[0],
+    mod = workload.ir_module()
+    applied, tune_on = _apply_pack(
+        workload, mod, Path(work_dir), target, transfer_pack, options.trials if refine_from_pack else 0
     )
-    run = tune_contexts([context], [1.0], Path(work_dir), cost_model, options)
-    (records,) = run.records
+    run = ContextsTuning([], {}, 0.0)
+    if not applied or tune_on:
+        context = _tune_context(workload.name, mod, Path(work_dir), target, options, search_strategy)
+        run = tune_contexts([context], [1.0], Path(work_dir), cost_model, options, unmeasured=int(applied))
+    records = records_of(open_database(Path(work_dir)), mod)
     return TuneResult(
         name=workload.name,
         target=str(target),
         cost_model=cost_model_name(cost_model),
         flops=workload.flops,
-        trials=len(records),
+        trials=len(records) - int(applied),
         new_trials=len(run.latencies),
         best_seconds=best_seconds(records),
         tuning_seconds=run.seconds,
         curve=list(np.minimum.accumulate(run.latencies)) if run.latencies else [],
         profile=run.profile,
         reference_seconds=workload.reference_seconds() if reference else None,
+        from_pack=str(transfer_pack.path) if applied else None,
     )
 
 
-def _from_pack(
-    workload: Workload,
+def _tune_context(
+    name: str,
+    mod: tvm.IRModule,
     work_dir: Path,
-    cost_model: str | ms.CostModel,
     target: tvm.target.Target,
-    pack: TransferPack,
-    reference: bool,
-) -> TuneResult | None:
-    """The result of applying ``pack``'s record of ``workload`` on ``target`` (0 trials); ``None`` when
-    the pack has none measured on this target."""
-    from tvm_transfer.transfer.apply import apply_pack
-
-    mod = workload.ir_module()
-    if not apply_pack(pack, [(workload.name, mod)], target, work_dir):
-        return None
-    records = records_of(open_database(work_dir), mod)
-    return TuneResult(
-        name=workload.name,
-        target=str(target),
-        cost_model=cost_model_name(cost_model),
-        flops=workload.flops,
-        trials=len(records),
-        new_trials=0,
-        best_seconds=best_seconds(records),
-        tuning_seconds=0.0,
-        reference_seconds=workload.reference_seconds() if reference else None,
-        from_pack=str(pack.path),
+    options: TuneOptions,
+    search_strategy: ms.search_strategy.SearchStrategy | None,
+) -> ms.TuneContext:
+    """The tuning context of operator ``name``: ``search_strategy`` skipping what ``work_dir`` measured, or
+    the run's evolutionary search, logging to the work dir."""
+    return ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=skip_measured(search_strategy) if search_strategy else evolutionary_search(options),
+        task_name=name,
+        rand_state=ms.utils.fork_seed(options.seed, 1)[0],
+        num_threads=search_threads(options),
+        logger=ms.logging.get_loggers_from_work_dir(str(work_dir), [name])[0],
     )
+
+
+def _apply_pack(
+    workload: Workload,
+    mod: tvm.IRModule,
+    work_dir: Path,
+    target: tvm.target.Target,
+    pack: TransferPack | None,
+    trials: int,
+) -> tuple[bool, bool]:
+    """Apply ``pack``'s record of ``workload`` on ``target`` to ``work_dir``: whether the work dir holds
+    one now, and whether a run of ``trials`` trials tunes on from it (0: never): when the pack measured
+    the operator fewer times, or an earlier run tuned on from it already."""
+    if pack is None:
+        return False, False
+    from tvm_transfer.transfer.apply import apply_pack, worth_refining
+
+    pairs = [(workload.name, mod)]
+    applied = apply_pack(pack, pairs, target, work_dir)
+    if not applied or not trials:
+        return bool(applied), False
+    tuned_before = len(records_of(open_database(work_dir), mod)) > 1
+    return True, tuned_before or bool(worth_refining(pack, pairs, applied, trials))
 
 
 def best_schedule(

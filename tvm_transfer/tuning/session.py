@@ -70,13 +70,11 @@ class Measurement:
 @dataclass
 class ContextsTuning:
     """What :func:`tune_contexts` did: ``latencies`` of this run's trials in measurement order (seconds,
-    ``inf`` for failures), MetaSchedule's ``profile`` (seconds per phase), the run's wall ``seconds``, and
-    the ``records`` of each context in the database after the run (earlier runs' included)."""
+    ``inf`` for failures), MetaSchedule's ``profile`` (seconds per phase) and the run's wall ``seconds``."""
 
     latencies: list[float]
     profile: dict[str, float]
     seconds: float
-    records: list[list[ms.database.TuningRecord]]
 
 
 class DatabaseReadError(CommandError):
@@ -191,17 +189,19 @@ def tune_contexts(
     cost_model: str | ms.CostModel,
     options: TuneOptions,
     measure: Measurement | None = None,
+    unmeasured: int = 0,
 ) -> ContextsTuning:
     """Run MetaSchedule's gradient task scheduler on ``contexts`` (``weights``: calls of each per
-    inference) until ``work_dir``'s database holds ``options.trials`` records of them, warm-starting the
-    cost model on the records already there.
+    inference) until ``work_dir``'s database holds ``options.trials`` records of them measured there,
+    warm-starting the cost model on the records already there. ``unmeasured`` of those were not measured
+    there (a transfer pack's) and count as no trial.
 
     Holds ``work_dir``'s lock for the run (a second run on it is refused, see
     :func:`~tvm_transfer.tuning.workdir.work_dir_lock`); Ctrl-C raises
     :class:`~tenset_tools.command.Interrupted` saying how many records the work dir keeps."""
     with work_dir_lock(work_dir), _noting_interrupts() as interrupted:
         try:
-            return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure)
+            return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure, unmeasured)
         except BaseException as error:
             # Ctrl-C inside a Python callback of TVM's C++ loop (the cost model, a measure callback) reaches
             # here as TVM's RuntimeError wrapping it: the flag, not the exception type, says it was Ctrl-C.
@@ -265,19 +265,23 @@ def _tune_contexts(
     cost_model: str | ms.CostModel,
     options: TuneOptions,
     measure: Measurement | None,
+    unmeasured: int,
 ) -> ContextsTuning:
     measure = measure or Measurement()
     database = open_database(work_dir)
     previous = [records_of(database, ctx.mod) for ctx in contexts]
-    done = sum(len(r) for r in previous)
+    done = sum(len(r) for r in previous) - unmeasured
     remaining = max(options.trials - done, 0)
     model = resolve_cost_model(cost_model, options.seed)
     progress = ProgressCallback(remaining, options.progress, measure.progress_bar)
     start = time.perf_counter()
     profile: dict[str, float] = {}
     if remaining:
-        if done:
-            log.info("resuming in %s: %d trials measured, %d to go", work_dir, done, remaining)
+        if any(previous):
+            log.info(
+                "warm-starting from %d records in %s (%d trials measured there), %d to go",
+                sum(map(len, previous)), work_dir, done, remaining,
+            )  # fmt: skip
             for ctx, records in zip(contexts, previous, strict=True):
                 warm_start(model, ctx, records)
         builder = measure.builder or PersistentBuilder()
@@ -313,5 +317,4 @@ def _tune_contexts(
         latencies=progress.latencies,
         profile=profile,
         seconds=time.perf_counter() - start,
-        records=[records_of(database, c.mod) for c in contexts],
     )
