@@ -4,9 +4,9 @@ go into the run's database with zero trials.
 For each task whose workload the pack's best-schedule database holds for the *same target id*
 (:meth:`~tvm_transfer.transfer.schedules.ScheduleDatabase.exact`), the fastest record is committed to the
 work dir's MetaSchedule database as a tuning record carrying the pack's measured latency, so that
-``compile`` builds it without a trial. Records measured on other targets are never
-committed. What was applied is written to the sidecar ``transfer_pack.json`` of the work dir (per task:
-workload hash, target id, latency, the pack it came from), which also makes applying idempotent.
+``compile`` builds it without a trial. Records measured on other targets are never committed. What was
+applied is written to the sidecar ``transfer_pack.json`` of the work dir (per task: workload hash, target
+id, latency, the pack it came from), which also makes applying idempotent.
 
 Tuning leaves an applied task out unless the run has more trials for it than the pack's corpus spent on it
 (:func:`worth_refining`): then the task is tuned on from the pack's record, as TVM alone would measure it
