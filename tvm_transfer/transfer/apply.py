@@ -108,15 +108,19 @@ def worth_refining(
     tasks: Sequence[tuple[str, tvm.IRModule]],
     applied: Mapping[int, AppliedTask],
     trials_per_task: float,
+    records: Sequence[Sequence[ms.database.TuningRecord]],
 ) -> list[int]:
-    """The indices (into ``tasks``) of the ``applied`` tasks that a run giving each task
+    """The indices (into ``tasks``, in order) of the ``applied`` tasks that a run giving each task
     ``trials_per_task`` trials on average tunes on from the pack's record: those of which the pack's corpus
-    measured fewer candidates on the target they were applied for. The others keep the pack's record as
-    final: TVM alone would measure them no more often than the corpus did."""
+    measured fewer candidates on the target they were applied for, and those an earlier run tuned on
+    already (their ``records`` in the work dir, aligned with ``tasks``, hold more than the pack's). The
+    others keep the pack's record as final: TVM alone would measure them no more often than the corpus
+    did."""
     return [
         index
         for index, task in sorted(applied.items())
-        if pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
+        if len(records[index]) > 1
+        or pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
     ]
 
 

@@ -268,13 +268,11 @@ def _refined(
     previous: Sequence[Sequence[ms.database.TuningRecord]],
     share: float,
 ) -> list[int]:
-    """The ``applied`` tasks tuned on from the pack's record: those worth it at ``share`` trials per task
-    (:func:`tvm_transfer.transfer.apply.worth_refining`), and those an earlier run of the work dir tuned
-    on already (``previous`` holds more than the pack's record of them), in task order."""
+    """:func:`tvm_transfer.transfer.apply.worth_refining` of the network's tasks, ``previous`` their
+    records in the work dir."""
     from tvm_transfer.transfer.apply import extracted_pairs, worth_refining
 
-    worth = set(worth_refining(pack, extracted_pairs(extracted), applied, share))
-    return [i for i in sorted(applied) if i in worth or len(previous[i]) > 1]
+    return worth_refining(pack, extracted_pairs(extracted), applied, share, previous)
 
 
 def _records_by_task(

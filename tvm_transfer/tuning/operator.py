@@ -173,8 +173,8 @@ def _apply_pack(
     applied = apply_pack(pack, pairs, target, work_dir)
     if not applied or not trials:
         return bool(applied), False
-    tuned_before = len(records_of(open_database(work_dir), mod)) > 1
-    return True, tuned_before or bool(worth_refining(pack, pairs, applied, trials))
+    records = [records_of(open_database(work_dir), mod)]
+    return True, bool(worth_refining(pack, pairs, applied, trials, records))
 
 
 def best_schedule(
