@@ -69,15 +69,31 @@ def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool =
         )
 
 
-def check_in_pack(pack: TransferPack, networks: tuple[str, ...], target: tvm.target.Target) -> None:
-    """Refuse a pack whose corpus does not hold every network of the study measured on ``target``'s id."""
+def check_in_pack(
+    pack: TransferPack, networks: tuple[str, ...], target: tvm.target.Target, same_target: bool = True
+) -> None:
+    """Refuse a pack whose corpus does not hold every network of the study measured on ``target``'s id
+    (``same_target``), or holds one measured there, or one measured on no other target (not
+    ``same_target``: a study of a CPU the pack never measured)."""
     tid = target_id(target)
     measured = set(pack.corpus(["network", "target_id"]).itertuples(index=False, name=None))
-    missing = [n for n in networks if (n, tid) not in measured]
-    if missing:
+    targets = ", ".join(pack.targets)
+    if same_target:
+        missing = [n for n in networks if (n, tid) not in measured]
+        if missing:
+            raise SystemExit(
+                f"{pack.path} holds no measurements of {', '.join(missing)} on {tid} (its targets: "
+                f"{targets}): run the study on a machine of one of them, or name its networks"
+            )
+        return
+    here = [n for n in networks if (n, tid) in measured]
+    elsewhere = {n for n, t in measured if t != tid}
+    missing = [n for n in networks if n not in elsewhere]
+    if here or missing:
         raise SystemExit(
-            f"{pack.path} holds no measurements of {', '.join(missing)} on {tid} (its targets: "
-            f"{', '.join(pack.targets)}): run the study on a machine of one of them, or name its networks"
+            f"{pack.path} must hold {', '.join(networks)} measured on other targets than {tid} only (its "
+            f"targets: {targets}): pass a pack without this CPU's pass (e.g. the shipped pack of an earlier "
+            "commit), or name networks it holds"
         )
 
 

@@ -13,11 +13,16 @@ policy: every policy of :class:`~tvm_transfer.transfer.policy.TransferPolicy` on
 the pack must not hold either. ``--in-pack`` is the opposite case: a network the pack holds, measured on this
 machine's target, so that all its tasks but few are exact matches. It compares TVM alone, the default
 policy (an exact match tuned on once the run has more trials per task than the pack measured of it) and
-the default policy with every exact match final (``exact-final``).
+the default policy with every exact match final (``exact-final``). ``--new-cpu`` is a network of the pack on
+a CPU the pack never measured (``--pack``: one without this CPU's pass): no exact match, every task's
+workload measured on other targets. It compares TVM alone, the default policy (each task's first batch
+measures the pack's records of its workload from other targets) and the default policy without them
+(``no-other-targets``).
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --in-pack > work/bench_in_pack.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --new-cpu --pack PACK > work/bench_new_cpu.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -87,8 +92,9 @@ from tvm_transfer.tuning.session import TuneOptions
 @dataclass(frozen=True)
 class Study:
     """One comparison of this benchmark: its report ``name``, ``title``, work-dir ``folder``, networks,
-    budgets, arms (name -> policy; ``None``: TVM alone) and seeds. ``in_pack``: the networks must be in the
-    pack, measured on this machine's target (exact matches); otherwise the pack must hold them out."""
+    budgets, arms (name -> policy; ``None``: TVM alone) and seeds. ``pack_holds``: what the pack must hold
+    of the networks: nothing (``none``: held out), their tasks measured on this machine's target
+    (``this-target``: exact matches), or measured on other targets only (``other-targets``)."""
 
     name: str
     title: str
@@ -97,7 +103,7 @@ class Study:
     budgets: tuple[int, ...]
     arms: dict[str, TransferPolicy | None]
     seeds: tuple[int, ...] = (0,)
-    in_pack: bool = False
+    pack_holds: str = "none"
 
 
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
@@ -129,11 +135,28 @@ STUDIES = {
         ("torchvision:mobilenet_v2",),
         (200, 1000, 2000),
         {**ARMS, "exact-final": dataclasses.replace(DEFAULT_POLICY, refine_exact=False)},
-        in_pack=True,
+        pack_holds="this-target",
+    ),
+    # The same network on a CPU the pack never measured: no exact match, every task measured elsewhere.
+    "new-cpu": Study(
+        "transfer_new_cpu",
+        "Transfer on a network of the pack, to a CPU the pack never measured",
+        "new-cpu",
+        ("torchvision:mobilenet_v2",),
+        (50, 100, 200, 400),
+        {**ARMS, "no-other-targets": dataclasses.replace(DEFAULT_POLICY, measure_other_targets=False)},
+        pack_holds="other-targets",
     ),
     "quick": Study(
         "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
     ),
+}
+
+#: How the reports say what the pack holds of their networks (``Study.pack_holds``).
+PACK_HOLDS = {
+    "none": "excluded from the pack",
+    "this-target": "of the pack, measured on this target",
+    "other-targets": "of the pack, measured on other targets only",
 }
 
 #: Within this ratio of the no-transfer latency, transfer counts as reaching it (timing noise).
@@ -404,7 +427,7 @@ def _markdown(report: dict) -> str:
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
         f"target `{report['target']}`;"
         f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks "
-        + ("of the pack, measured on this target" if report["in_pack"] else "excluded from the pack")
+        + PACK_HOLDS[report.get("pack_holds") or ("this-target" if report.get("in_pack") else "none")]
         + f": {', '.join(report['networks'])}. Latency of the compiled network (ms): per tuning seed, the "
         "fastest of the point's timing runs (how many: last column), each building every arm afresh and "
         f"timing all of them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest "
@@ -503,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag, what in (
         ("dev", "the policy study on the development networks"),
         ("in-pack", "a network of the pack on its own target (exact matches)"),
+        ("new-cpu", "a network of the pack on a CPU the pack never measured (--pack without its pass)"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)
@@ -550,8 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     mcpu = str(target.attrs.get("mcpu", "host"))
     work_root = Path(args.work_root) / study.folder / mcpu
     pack = TransferPack.open(args.pack)
-    if study.in_pack:
-        check_in_pack(pack, networks, target)
+    if study.pack_holds != "none":
+        check_in_pack(pack, networks, target, same_target=study.pack_holds == "this-target")
     elif not quick:
         check_held_out(pack, networks)
     path = report_path("transfer", study.name, ".json", quick)
@@ -559,11 +583,12 @@ def main(argv: list[str] | None = None) -> int:
     if report is None:
         report = {"points": []}
     report.pop("dev", None)  # reports written before studies were named
+    report.pop("in_pack", None)  # ... and before `pack_holds`
     report.update(
         {
             "name": study.name,
             "title": study.title,
-            "in_pack": study.in_pack,
+            "pack_holds": study.pack_holds,
             "networks": list(networks),
             "budgets": list(budgets),
             "seeds": list(seeds),

@@ -11,10 +11,13 @@ import shutil
 
 import numpy as np
 import pytest
+import tvm_ffi
+from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools import command
+from tenset_tools.ansor.records import LoadStats
 from tenset_tools.command import UsageError
-from tenset_tools.metaschedule import RECORD_FILE, task_id_of_mod
+from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, task_id_of_mod
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
 from tvm_transfer import transfer
 from tvm_transfer.cli import build_parser, main
@@ -30,6 +33,7 @@ from tvm_transfer.transfer.pack import (
     TransferPackError,
     build_pack,
 )
+from tvm_transfer.transfer.policy import DEFAULT_POLICY
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import open_database
@@ -189,6 +193,53 @@ def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, t
     assert not (work_dir / APPLIED_FILE).exists()
     records = work_dir / RECORD_FILE
     assert not records.exists() or records.read_text() == ""
+
+
+def _programs(records) -> list[int]:
+    """Structural hashes of the programs of MetaSchedule ``records``, in order."""
+    return [tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod) for r in records]
+
+
+def _measured(work_dir, mod) -> list[int]:
+    """The programs ``work_dir`` measured of ``mod``'s task, in measurement order (the record file's)."""
+    key = tvm_ffi.structural_hash(mod)
+    records = iter_database_records(work_dir, LoadStats())
+    return _programs(r for _, r, _, _ in records if tvm_ffi.structural_hash(r.workload.mod) == key)
+
+
+def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(
+    pack, mlp_tasks, target, run_options, tmp_path
+):
+    other, work_dir = _other_target(target), tmp_path / "other"
+
+    def tune(trials: int):
+        options = dataclasses.replace(run_options, trials=trials)
+        return tune_network(
+            "mlp",
+            work_dir,
+            target=other,
+            options=options,
+            cost_model=DEFAULT_POLICY.cost_model(pack),
+            search_strategy=DEFAULT_POLICY.search_strategy(pack, options),
+            transfer_pack=pack,
+        )
+
+    result = tune(12)
+    assert result.from_pack == [] and result.new_trials >= 12  # nothing measured elsewhere is final
+    schedules = pack.schedules()
+    for task in mlp_tasks:
+        mod = task.dispatched[0]
+        packed = schedules.other_targets(mod, other)
+        known = set(_programs(r.tuning_record(ms.database.Workload(mod)) for r in packed))
+        assert len(known) == len(packed) == 3  # the pack's top 3 of the task, measured on `target`
+        # The task's first batch is exactly those programs, measured here.
+        measured = _measured(work_dir, mod)
+        assert set(measured[: len(known)]) == known
+    # Resumed, the run measures new programs, never those again.
+    assert tune(18).new_trials > 0
+    for task in mlp_tasks:
+        measured = _measured(work_dir, task.dispatched[0])
+        assert len(measured) == len(set(measured))
 
 
 def test_similar_tasks_are_found_by_kind_and_structure(pack, mlp_tasks, target):

@@ -3,11 +3,15 @@ pack's schedules seed the search of a task the pack never saw, on the real mlp r
 
 from __future__ import annotations
 
+from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch
+
 from tvm_transfer.cli import _cost_model, build_parser
 from tvm_transfer.cli.transfer import transfer_search
 from tvm_transfer.networks import load_model
 from tvm_transfer.search_strategy.copula import CopulaSearch
 from tvm_transfer.search_strategy.copula.population import design_spaces
+from tvm_transfer.search_strategy.measure_first import MeasureFirst
+from tvm_transfer.transfer.apply import OtherTargetCandidates
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.session import TuneOptions
@@ -28,7 +32,11 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     assert DEFAULT_POLICY.name == "tuned-model"
     prior_rounds = pack.model().get_params()["num_rounds"]
     assert guarded.pretrained.prior_rounds == prior_rounds and guarded.adapt_pretrained
-    assert transfer_search(with_pack, TuneOptions()) is None  # so the search is not seeded
+    # The search is not seeded: evolutionary search, after the pack's records of a task's workload measured
+    # on other targets, when it has any.
+    search = transfer_search(with_pack, TuneOptions())
+    assert isinstance(search, MeasureFirst) and isinstance(search.inner, EvolutionarySearch)
+    assert isinstance(search.provider, OtherTargetCandidates) and search.provider.pack.path == pack.path
     # --no-transfer is TVM's own default: MetaSchedule's XGBModel under evolutionary search.
     assert _cost_model(_args("--no-transfer")) == "tvm-xgb"
     assert transfer_search(_args("--no-transfer"), TuneOptions()) is None
@@ -39,29 +47,33 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
 
 def test_a_policy_uses_only_the_parts_it_names(pack):
     options = TuneOptions(trials_per_iter=4)
-    model_only = TransferPolicy(seed_search=False)
+    model_only = TransferPolicy(seed_search=False, measure_other_targets=False)
     assert model_only.name == "model" and model_only.search_strategy(pack, options) is None
     as_packed = model_only.cost_model(pack)
     assert as_packed.pretrained.prior_rounds == 0 and not as_packed.adapt_pretrained
-    seeds_only = TransferPolicy(pretrained_model=False)
+    seeds_only = TransferPolicy(pretrained_model=False, measure_other_targets=False)
     assert seeds_only.name == "seeds" and seeds_only.cost_model(pack) == "xgboost"
     assert seeds_only.search_strategy(pack, options).rank_pool == 0  # no model to rank the seeds
     both = TransferPolicy()
-    assert both.name == "model+seeds" and both.search_strategy(pack, options).rank_pool == 4
+    assert both.name == "model+seeds" and both.search_strategy(pack, options).inner.rank_pool == 4
     assert TransferPolicy(False, False).name == "none" and DEFAULT_POLICY.cost_model(None) == "tvm-xgb"
 
 
 def test_a_policy_sets_its_own_population_and_measured_seeds(pack):
     options = TuneOptions(trials_per_iter=4, population_size=32)
-    wide = TransferPolicy(seed_search=False, population_size=64).search_strategy(pack, options)
-    assert wide.inner.population_size == 64 and wide.inner.init_min_unmeasured == 32
-    assert TransferPolicy(seed_search=False, population_size=64).search_strategy(None, options) is None
-    seeded = TransferPolicy(measured_seeds=1, population_size=64).search_strategy(pack, options)
-    assert seeded.num_seeds == 1 and seeded.rank_pool == 4 and seeded.evo_kwargs["population_size"] == 64
-    once = TransferPolicy(keep_seeds=False).search_strategy(pack, options)
-    assert seeded.keep_seeds and not once.keep_seeds
-    assert seeded.sampler is once.sampler  # fitted once per opened pack
-    assert TransferPolicy().search_strategy(pack, options).num_seeds is None  # one batch of seeds
+    wide = TransferPolicy(seed_search=False, population_size=64)
+    assert wide.search_strategy(pack, options).inner.population_size == 64
+    assert wide.search_strategy(pack, options).inner.init_min_unmeasured == 32
+    assert wide.search_strategy(None, options) is None
+
+    def seeded(**parts) -> CopulaSearch:
+        return TransferPolicy(population_size=64, **parts).search_strategy(pack, options).inner
+
+    assert seeded(measured_seeds=1).num_seeds == 1 and seeded(measured_seeds=1).rank_pool == 4
+    assert seeded(measured_seeds=1).evo_kwargs["population_size"] == 64
+    assert seeded().keep_seeds and not seeded(keep_seeds=False).keep_seeds
+    assert seeded().sampler is seeded(keep_seeds=False).sampler  # fitted once per opened pack
+    assert seeded().num_seeds is None  # one batch of seeds
 
 
 def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
@@ -69,7 +81,7 @@ def test_the_packs_schedules_seed_a_task_of_a_shape_it_never_saw(pack, target):
     tasks = extract_network_tasks(load_model("mlp", (4, 784)), target)
     schedules = pack.schedules()
     assert all(not schedules.exact(t.dispatched[0], target) for t in tasks)
-    search = TransferPolicy(seed_search=True).search_strategy(pack, TuneOptions(trials_per_iter=4))
+    search = TransferPolicy(seed_search=True).search_strategy(pack, TuneOptions(trials_per_iter=4)).inner
     assert isinstance(search, CopulaSearch)
     seeded = set()
     for task in tasks:

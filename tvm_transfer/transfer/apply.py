@@ -11,6 +11,11 @@ id, latency, the pack it came from), which also makes applying idempotent.
 Tuning leaves an applied task out unless the run has more trials for it than the pack's corpus spent on it
 (:func:`worth_refining`): then the task is tuned on from the pack's record, as TVM alone would measure it
 more often than the corpus did, and ``compile`` builds its best record, the pack's or a new one.
+
+A task the pack holds only as measured on other targets gets those records as candidates to measure
+(:class:`OtherTargetCandidates`, the first batch of a
+:class:`~tvm_transfer.search_strategy.measure_first.MeasureFirst` search): a program fast on another CPU is
+often fast on this one, but only a measurement here may make it the task's schedule.
 """
 
 from __future__ import annotations
@@ -34,7 +39,14 @@ from tvm_transfer.tuning.session import open_database
 
 log = logging.getLogger(__name__)
 
-__all__ = ["APPLIED_FILE", "AppliedTask", "applied_tasks", "apply_pack", "worth_refining"]
+__all__ = [
+    "APPLIED_FILE",
+    "AppliedTask",
+    "OtherTargetCandidates",
+    "applied_tasks",
+    "apply_pack",
+    "worth_refining",
+]
 
 #: The sidecar naming the tasks of a work dir whose record came from a transfer pack.
 APPLIED_FILE = "transfer_pack.json"
@@ -122,6 +134,28 @@ def worth_refining(
         if len(records[index]) > 1
         or pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
     ]
+
+
+class OtherTargetCandidates:
+    """The candidates a tuning context's task has in ``pack``: the pack's records of its workload measured
+    on targets other than the context's, replayed on the task (each target's fastest first, then each
+    one's second, ...). A :data:`~tvm_transfer.search_strategy.measure_first.CandidateProvider`; a record
+    whose trace does not replay is skipped with a warning."""
+
+    def __init__(self, pack: TransferPack) -> None:
+        self.pack = pack
+
+    def __call__(self, context: ms.TuneContext) -> list[ms.MeasureCandidate]:
+        records = self.pack.schedules().other_targets(context.mod, context.target)
+        workload = ms.database.Workload(context.mod)
+        candidates = []
+        for record in sorted(records, key=lambda r: r.entry.rank):
+            try:
+                candidates.append(record.tuning_record(workload).as_measure_candidate())
+            except ValueError as error:
+                where = record.entry.target_id
+                log.warning("%s: pack record of %s skipped: %s", context.task_name, where, error)
+        return candidates
 
 
 def extracted_pairs(extracted: Sequence[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:

@@ -12,6 +12,8 @@ strategy:
   (:class:`~tvm_transfer.search_strategy.copula.CopulaSearch` over the pack's schedule databases).
 * ``refine_exact``: a task applied from the pack is tuned on from its record when the run has more trials
   per task than the pack's corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`).
+* ``measure_other_targets``: a task's first batch measures the pack's records of its workload measured on
+  other targets (:class:`~tvm_transfer.transfer.apply.OtherTargetCandidates`), when the pack has any.
 
 :data:`DEFAULT_POLICY` is what ``tune``, ``tune-network`` and ``compile`` use with a pack; which parts it
 holds was chosen by measurement on development networks (``docs/transfer_pack.md``). A run without a pack
@@ -69,6 +71,9 @@ class TransferPolicy:
         Tune a task applied from the pack on from the pack's record when the run gives each task more
         trials than the pack's corpus measured of it (``False``: an applied record is always final; the
         ``refine_from_pack`` of ``tune_network`` and ``tune_workload``).
+    measure_other_targets:
+        Measure the pack's records of a task's workload taken on other targets as the task's first batch
+        (at most one batch; the cost model chooses when there are more), before the search proper.
     """
 
     pretrained_model: bool = True
@@ -79,6 +84,7 @@ class TransferPolicy:
     measured_seeds: int | None = None
     keep_seeds: bool = True
     refine_exact: bool = True
+    measure_other_targets: bool = True
 
     @property
     def name(self) -> str:
@@ -115,19 +121,28 @@ class TransferPolicy:
     def search_strategy(
         self, pack: TransferPack | None, options: TuneOptions
     ) -> ms.search_strategy.SearchStrategy | None:
-        """A search seeded from ``pack``'s best schedules; without seeding, evolutionary search of the
-        policy's ``population_size`` (``None``: the run's default search, also without a pack). With the
-        pretrained model the seeds are measured in the model's order (the first batch, or the first
-        ``measured_seeds``)."""
-        from tvm_transfer.tuning.session import evolution_settings, evolutionary_search
+        """The run's search with ``pack`` (``None``: the run's default evolutionary search, also without a
+        pack): seeded from the pack's best schedules, or evolutionary search of the policy's
+        ``population_size``; with ``measure_other_targets`` either one measures the pack's records of the
+        task's workload from other targets first. With the pretrained model the seeds are measured in the
+        model's order (the first batch, or the first ``measured_seeds``)."""
+        from tvm_transfer.tuning.session import evolution
 
         if pack is None:
             return None
         if self.population_size is not None:
             options = dataclasses.replace(options, population_size=self.population_size)
-        if not self.seed_search:
-            return None if self.population_size is None else evolutionary_search(options)
+        search = self._seeded_search(pack, options) if self.seed_search else None
+        if not self.measure_other_targets:
+            return search if search is not None or self.population_size is None else evolution(options)
+        from tvm_transfer.search_strategy.measure_first import MeasureFirst
+        from tvm_transfer.transfer.apply import OtherTargetCandidates
+
+        return MeasureFirst(search or evolution(options), OtherTargetCandidates(pack))
+
+    def _seeded_search(self, pack: TransferPack, options: TuneOptions) -> ms.search_strategy.SearchStrategy:
         from tvm_transfer.search_strategy.copula import CopulaSearch
+        from tvm_transfer.tuning.session import evolution_settings
 
         ranked = self.pretrained_model and bool(pack.model_names)
         return CopulaSearch(

@@ -155,10 +155,15 @@ def evolution_settings(population_size: int) -> dict[str, int]:
     return {"population_size": population_size, "init_min_unmeasured": min(50, population_size // 2)}
 
 
+def evolution(options: TuneOptions) -> ms.search_strategy.EvolutionarySearch:
+    """MetaSchedule's evolutionary search with the population of ``options``."""
+    return ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size))
+
+
 def evolutionary_search(options: TuneOptions) -> ms.search_strategy.SearchStrategy:
     """The default search strategy of a run with ``options``: evolutionary search that never measures a
     program the database already holds (:func:`skip_measured`)."""
-    return skip_measured(ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size)))
+    return skip_measured(evolution(options))
 
 
 def skip_measured(strategy: ms.search_strategy.SearchStrategy) -> ms.search_strategy.SearchStrategy:
