@@ -39,6 +39,7 @@ machine's noise bursts can slow one pick through all rounds of one run.
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
+    nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
 """
 
@@ -354,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-time the picks of finished operators too; each keeps the fastest of all its timings",
     )
+    parser.add_argument(
+        "--report-name",
+        help="results/transfer/<name>.{json,md} (default: transfer_operators, or transfer_operators_dev); "
+        "a study on another CPU or pack gets its own",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -363,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
     args.seeds = args.seeds or ([0] if args.quick else list(SEEDS))
     args.arms = DEV_ARMS if args.dev else ARMS
-    name = "transfer_operators_dev" if args.dev else "transfer_operators"
+    name = args.report_name or ("transfer_operators_dev" if args.dev else "transfer_operators")
 
     target = host_target()
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
