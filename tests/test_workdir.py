@@ -180,7 +180,7 @@ def test_skip_measured_never_proposes_a_program_the_database_holds(matmul, targe
             candidate.sch.trace, workload, [1e-3 * (1 + seconds)], target, candidate.args_info
         )
         database.commit_tuning_record(record)
-    measured = measured_program_keys(database, matmul.ir_module())
+    measured = measured_program_keys(database, context)
     assert len(measured) == 8
 
     model = _PrefersKnownPrograms(measured)

@@ -24,8 +24,16 @@ from tvm_transfer.cli import build_parser, main
 from tvm_transfer.cli.pack import PACK
 from tvm_transfer.cli.transfer import resolve_transfer_pack
 from tvm_transfer.cost_model import load_cost_model
+from tvm_transfer.search_strategy.base import program_key
+from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.transfer.apply import APPLIED_FILE, applied_tasks, apply_pack, extracted_pairs
+from tvm_transfer.transfer.apply import (
+    APPLIED_FILE,
+    OtherTargetCandidates,
+    applied_tasks,
+    apply_pack,
+    extracted_pairs,
+)
 from tvm_transfer.transfer.pack import (
     FORMAT_VERSION,
     MANIFEST_FILE,
@@ -195,16 +203,17 @@ def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, t
     assert not records.exists() or records.read_text() == ""
 
 
-def _programs(records) -> list[int]:
-    """Structural hashes of the programs of MetaSchedule ``records``, in order."""
-    return [tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod) for r in records]
+def _context(mod, target) -> ms.TuneContext:
+    return ms.TuneContext(mod, target=target, space_generator="post-order-apply", task_name="task")
 
 
-def _measured(work_dir, mod) -> list[int]:
-    """The programs ``work_dir`` measured of ``mod``'s task, in measurement order (the record file's)."""
-    key = tvm_ffi.structural_hash(mod)
+def _measured(work_dir, context) -> list[int]:
+    """The programs ``work_dir`` measured of ``context``'s task, in measurement order (the record file's),
+    each as the context's search makes it of the record (:func:`program_key`)."""
+    key = tvm_ffi.structural_hash(context.mod)
     records = iter_database_records(work_dir, LoadStats())
-    return _programs(r for _, r, _, _ in records if tvm_ffi.structural_hash(r.workload.mod) == key)
+    traces = [r.trace for _, r, _, _ in records if tvm_ffi.structural_hash(r.workload.mod) == key]
+    return [program_key(replay_trace(trace, context.mod, context)[0]) for trace in traces]
 
 
 def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(
@@ -228,15 +237,18 @@ def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(
     assert result.from_pack == [] and result.new_trials >= 12  # nothing measured elsewhere is final
     schedules = pack.schedules()
     for task in mlp_tasks:
-        mod = task.dispatched[0]
-        packed = schedules.other_targets(mod, other)
-        known = set(_programs(r.tuning_record(ms.database.Workload(mod)) for r in packed))
-        assert len(known) == len(packed) == 3  # the pack's top 3 of the task, measured on `target`
+        context = _context(task.dispatched[0], other)
+        known = {program_key(c.sch) for c in OtherTargetCandidates(pack)(context)}
+        # The pack's top 3 of the task, measured on `target`, post-processed for `other`.
+        assert len(known) == len(schedules.other_targets(context.mod, other)) == 3
         # The task's first batch is exactly those programs, measured here.
-        measured = _measured(work_dir, mod)
+        measured = _measured(work_dir, context)
         assert set(measured[: len(known)]) == known
-    # Resumed, the run goes on measuring.
+    # Resumed, the run measures new programs, never those again.
     assert tune(18).new_trials > 0
+    for task in mlp_tasks:
+        measured = _measured(work_dir, _context(task.dispatched[0], other))
+        assert len(measured) == len(set(measured))
 
 
 def test_similar_tasks_are_found_by_kind_and_structure(pack, mlp_tasks, target):

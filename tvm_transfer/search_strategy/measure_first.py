@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy, SearchStrategy
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, SearchStrategy
+
+from tvm_transfer.search_strategy.base import WrappingStrategy, predicted_order, program_key
 
 __all__ = ["CandidateProvider", "MeasureFirst"]
 
@@ -27,7 +28,7 @@ CandidateProvider = Callable[[ms.TuneContext], Sequence[MeasureCandidate]]
 
 
 @derived_object
-class MeasureFirst(PySearchStrategy):
+class MeasureFirst(WrappingStrategy):
     """``provider``'s candidates of the task as its first batch, then ``inner``'s batches.
 
     Parameters
@@ -45,19 +46,14 @@ class MeasureFirst(PySearchStrategy):
         self.provider = provider
         self.first: list[MeasureCandidate] = []
 
-    def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
-        self.context = context
-        self.inner._initialize_with_tune_context(context)
-
     def pre_tuning(
         self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
     ) -> None:
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        super().pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
         known = _distinct(self.provider(self.context))
         size = min(int(num_trials_per_iter), int(max_trials))
-        if len(known) > size and cost_model is not None:
-            scores = cost_model.predict(self.context, known)
-            known = [known[i] for i in sorted(range(len(known)), key=lambda i: -float(scores[i]))]
+        if len(known) > size:
+            known = [known[i] for i in predicted_order(cost_model, self.context, known)]
         self.first = known[:size]
         if self.first:
             log.info("%s: measuring %d known candidate(s) first", self.context.task_name, len(self.first))
@@ -66,25 +62,22 @@ class MeasureFirst(PySearchStrategy):
         if self.first:
             batch, self.first = self.first, []
             return batch
-        return self.inner.generate_measure_candidates()
-
-    def notify_runner_results(self, measure_candidates, results) -> None:
-        self.inner.notify_runner_results(measure_candidates, results)
+        return super().generate_measure_candidates()
 
     def post_tuning(self) -> None:
         self.first = []
-        self.inner.post_tuning()
+        super().post_tuning()
 
     def clone(self) -> MeasureFirst:
         return MeasureFirst(self.inner.clone(), self.provider)
 
 
 def _distinct(candidates: Sequence[MeasureCandidate]) -> list[MeasureCandidate]:
-    """``candidates`` without repeated programs (by structural hash), in order."""
+    """``candidates`` without repeated programs (:func:`program_key`), in order."""
     seen: set[int] = set()
     out = []
     for candidate in candidates:
-        key = tvm_ffi.structural_hash(candidate.sch.mod)
+        key = program_key(candidate.sch)
         if key not in seen:
             seen.add(key)
             out.append(candidate)

@@ -5,40 +5,47 @@ MetaSchedule's ``EvolutionarySearch`` remembers what it measured in a set that s
 ``pre_tuning`` (TVM leaves "add records from the database" as a to-do), while it seeds each population with
 the database's best records. On a resumed run the cost model then rates those already-measured programs
 highly and they are sent for measurement again. The wrapper fills its own set from the database's records of
-the task (each record's trace replayed to its program, compared by structural hash like MetaSchedule's
-module equality) and filters every batch against it.
+the task (each record replayed to the program the search would make of it, compared by
+:func:`~tvm_transfer.search_strategy.base.program_key`) and filters every batch against it.
 """
 
 from __future__ import annotations
 
 import logging
 
-import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy, SearchStrategy
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, SearchStrategy
+
+from tvm_transfer.search_strategy.base import WrappingStrategy, program_key
+from tvm_transfer.search_strategy.replay import replay_trace
 
 __all__ = ["SkipMeasured", "measured_program_keys"]
 
 log = logging.getLogger(__name__)
 
 
-def measured_program_keys(database: ms.database.Database, mod) -> set[int]:
-    """Structural hashes of the programs of every record of ``mod``'s task in ``database`` (failed ones
-    included: measuring them again fails again). A record whose trace no longer replays is left out."""
-    workload = database.commit_workload(mod)
+def measured_program_keys(database: ms.database.Database, context: ms.TuneContext) -> set[int]:
+    """:func:`program_key` of every record of ``context``'s task in ``database`` (failed ones included:
+    measuring them again fails again), each made as the context's search makes a program of a record: its
+    trace replayed without post-processing, then the context's post-processors. Replaying the saved trace
+    whole would not do: a record read back from a database file carries some annotation values as integers
+    where those post-processors write booleans, and the same program would hash two ways. A record whose
+    trace no longer replays is left out."""
+    workload = database.commit_workload(context.mod)
     keys = set()
     for record in database.get_all_tuning_records():
         if record.workload.same_as(workload):
             try:
-                keys.add(tvm_ffi.structural_hash(record.as_measure_candidate().sch.mod))
-            except Exception:  # TVM replay errors: such a record cannot be proposed again either
+                schedule, _ = replay_trace(record.trace, context.mod, context)
+            except ValueError:  # such a record cannot be proposed again either
                 continue
+            keys.add(program_key(schedule))
     return keys
 
 
 @derived_object
-class SkipMeasured(PySearchStrategy):
+class SkipMeasured(WrappingStrategy):
     """``inner``'s candidates minus those already measured (in the database at ``pre_tuning``, or earlier
     in this run).
 
@@ -57,25 +64,21 @@ class SkipMeasured(PySearchStrategy):
         self.measured: set[int] = set()
         self.skipped = 0
 
-    def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
-        self.context = context
-        self.inner._initialize_with_tune_context(context)
-
     def pre_tuning(
         self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
     ) -> None:
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
-        self.measured = measured_program_keys(database, self.context.mod) if database is not None else set()
+        super().pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        self.measured = measured_program_keys(database, self.context) if database is not None else set()
         self.skipped = 0
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
         for _ in range(self.max_empty_batches):
-            candidates = self.inner.generate_measure_candidates()
+            candidates = super().generate_measure_candidates()
             if candidates is None:
                 return None
             fresh = []
             for candidate in candidates:
-                key = tvm_ffi.structural_hash(candidate.sch.mod)
+                key = program_key(candidate.sch)
                 if key not in self.measured:
                     self.measured.add(key)
                     fresh.append(candidate)
@@ -87,9 +90,6 @@ class SkipMeasured(PySearchStrategy):
         )
         return None
 
-    def notify_runner_results(self, measure_candidates, results) -> None:
-        self.inner.notify_runner_results(measure_candidates, results)
-
     def post_tuning(self) -> None:
         if self.skipped:
             log.info(
@@ -97,7 +97,7 @@ class SkipMeasured(PySearchStrategy):
                 self.context.task_name,
                 self.skipped,
             )
-        self.inner.post_tuning()
+        super().post_tuning()
 
     def clone(self) -> SkipMeasured:
         return SkipMeasured(self.inner.clone(), self.max_empty_batches)

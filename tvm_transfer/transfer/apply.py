@@ -34,6 +34,8 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.features import target_id
 from tenset_tools.metaschedule import task_id_of_mod
+from tvm_transfer.search_strategy.base import measure_candidate
+from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.session import open_database
 
@@ -138,9 +140,10 @@ def worth_refining(
 
 class OtherTargetCandidates:
     """The candidates a tuning context's task has in ``pack``: the pack's records of its workload measured
-    on targets other than the context's, replayed on the task (each target's fastest first, then each
-    one's second, ...). A :data:`~tvm_transfer.search_strategy.measure_first.CandidateProvider`; a record
-    whose trace does not replay is skipped with a warning."""
+    on targets other than the context's, replayed on the task and post-processed for the context's target
+    as its own search would (each target's fastest first, then each one's second, ...). A
+    :data:`~tvm_transfer.search_strategy.measure_first.CandidateProvider`; a record whose trace does not
+    replay is skipped with a warning."""
 
     def __init__(self, pack: TransferPack) -> None:
         self.pack = pack
@@ -151,7 +154,8 @@ class OtherTargetCandidates:
         candidates = []
         for record in sorted(records, key=lambda r: r.entry.rank):
             try:
-                candidates.append(record.tuning_record(workload).as_measure_candidate())
+                schedule, _ = replay_trace(record.tuning_record(workload).trace, context.mod, context)
+                candidates.append(measure_candidate(schedule))
             except ValueError as error:
                 where = record.entry.target_id
                 log.warning("%s: pack record of %s skipped: %s", context.task_name, where, error)

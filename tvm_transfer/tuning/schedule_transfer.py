@@ -35,6 +35,7 @@ from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import runner_seconds, target_runner
+from tvm_transfer.search_strategy.base import program_key
 from tvm_transfer.search_strategy.replay import replay_trace
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ def _transfer_one(
         return outcome
     context = _context(mod, target, task.task_name)
     replayed: list[tuple[str, Schedule, int]] = []
-    seen: set[str] = set()
+    seen: set[int] = set()
     failures = []
     for source_task, _, _, records in similar[:max_sources]:
         outcome.sources_tried.append(source_task.task_name)
@@ -240,7 +241,7 @@ def _transfer_one(
             except ValueError as error:
                 failures.append(str(error))
                 continue
-            key = str(tvm_ffi.structural_hash(sch.mod))
+            key = program_key(sch)
             if key not in seen:
                 seen.add(key)
                 replayed.append((source_task.task_name, sch, adapted))

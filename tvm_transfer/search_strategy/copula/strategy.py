@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import logging
 
-import tvm_ffi
 from tvm.ir.utils import derived_object
-from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
-from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
+from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, MeasureCandidate
 
+from tvm_transfer.search_strategy.base import (
+    WrappingStrategy,
+    measure_candidate,
+    predicted_order,
+    program_key,
+)
 from tvm_transfer.search_strategy.copula.sampler import Proposal, TraceCopulaSampler
 
 log = logging.getLogger(__name__)
@@ -26,12 +30,8 @@ log = logging.getLogger(__name__)
 __all__ = ["CopulaSearch"]
 
 
-def _candidate(schedule) -> MeasureCandidate:
-    return MeasureCandidate(schedule, ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True))
-
-
 @derived_object
-class CopulaSearch(PySearchStrategy):
+class CopulaSearch(WrappingStrategy):
     """Copula-seeded evolutionary search, or plain few-shot measurement of the copula samples.
 
     Parameters
@@ -85,14 +85,10 @@ class CopulaSearch(PySearchStrategy):
         self.inner = EvolutionarySearch(**evo_kwargs)
         self.proposals: list[Proposal] = []
 
-    def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
-        self.context = context
-        self.inner._initialize_with_tune_context(context)
-
     def pre_tuning(
         self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
     ) -> None:
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        super().pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
         self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
         self.trials, self.next_seed, self.evolutions = 0, 0, 0
         self.measured: set[int] = set()
@@ -117,22 +113,16 @@ class CopulaSearch(PySearchStrategy):
             log.warning("rank_pool is set but the tuner passed no cost model: keeping the copula's order")
             return proposals
         pool, rest = proposals[: self.rank_pool], proposals[self.rank_pool :]
-        if len(pool) < 2:  # nothing to order (and TVM's predict cannot return an empty array)
-            return proposals
-        scores = cost_model.predict(self.context, [_candidate(p.schedule) for p in pool])
-        order = sorted(range(len(pool)), key=lambda i: -float(scores[i]))
+        order = predicted_order(cost_model, self.context, [measure_candidate(p.schedule) for p in pool])
         return [pool[i] for i in order] + rest
-
-    def post_tuning(self) -> None:
-        self.inner.post_tuning()
 
     def _take(self, schedules, num: int) -> list[MeasureCandidate]:
         out = []
         for schedule in schedules:
-            key = tvm_ffi.structural_hash(schedule.mod)
+            key = program_key(schedule)
             if key not in self.measured and len(out) < num:
                 self.measured.add(key)
-                out.append(_candidate(schedule))
+                out.append(measure_candidate(schedule))
         return out
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
@@ -182,7 +172,7 @@ class CopulaSearch(PySearchStrategy):
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.trials += len(results)
-        self.inner.notify_runner_results(measure_candidates, results)
+        super().notify_runner_results(measure_candidates, results)
 
     def clone(self) -> CopulaSearch:
         return CopulaSearch(
