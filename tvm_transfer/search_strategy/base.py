@@ -1,6 +1,7 @@
 """What the search strategies of this package share: :class:`WrappingStrategy`, the base of a strategy that
-wraps another, and the two questions every strategy asks of candidates, which program a candidate is
-(:func:`program_key`) and which the tuner's cost model prefers (:func:`predicted_order`).
+wraps another, and three helpers on candidates: which program a schedule is (:func:`program_key`), a
+schedule as a candidate to measure (:func:`measure_candidate`), and the order the tuner's cost model
+prefers (:func:`predicted_order`).
 """
 
 from __future__ import annotations
