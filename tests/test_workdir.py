@@ -24,7 +24,12 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tenset_tools.command import Interrupted
 from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, mean_run_seconds
 from tvm_transfer.cli import main
-from tvm_transfer.search_strategy.unmeasured import SkipMeasured, measured_program_keys
+from tvm_transfer.search_strategy.unmeasured import (
+    SkipMeasured,
+    measured_program_keys,
+    record_program_key,
+)
+from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.operator import tune_workload
 from tvm_transfer.tuning.session import Measurement, open_database, records_of
 from tvm_transfer.tuning.workdir import (
@@ -34,6 +39,7 @@ from tvm_transfer.tuning.workdir import (
     set_aside_torn_tails,
     work_dir_lock,
 )
+from tvm_transfer.workloads import make_workload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,11 +157,15 @@ class _PrefersKnownPrograms(PyCostModel):
         return np.array([float(tvm_ffi.structural_hash(c.sch.mod) in self.keys) for c in candidates])
 
 
-def _proposed_keys(strategy, matmul, target, database, model) -> set[int]:
-    context = ms.TuneContext(
-        mod=matmul.ir_module(), target=target, space_generator="post-order-apply", search_strategy=strategy,
-        task_name="matmul", rand_state=3, num_threads=1,
+def _context(mod, target, strategy, rand_state: int) -> ms.TuneContext:
+    return ms.TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+        task_name="task", rand_state=rand_state, num_threads=1,
     )  # fmt: skip
+
+
+def _proposed_keys(strategy, mod, target, database, model) -> set[int]:
+    context = _context(mod, target, strategy, rand_state=3)
     strategy = context.search_strategy
     strategy.pre_tuning(8, 8, context.generate_design_space(), database, model)
     candidates = strategy.generate_measure_candidates() or []
@@ -163,35 +173,57 @@ def _proposed_keys(strategy, matmul, target, database, model) -> set[int]:
     return {tvm_ffi.structural_hash(c.sch.mod) for c in candidates}
 
 
-def test_skip_measured_never_proposes_a_program_the_database_holds(matmul, target):
+@pytest.fixture(params=["matmul in memory", "layout-rewritten layer read back from a file"])
+def task_and_database(request, matmul, target, tmp_path):
+    """A task and an empty database. The second is the case of a resumed run: a dense layer whose weight
+    layout MetaSchedule rewrites (records read back from a file spell that annotation differently from the
+    post-processor that wrote it) and a database that is written, then opened again from its files."""
+    if request.param == "matmul in memory":
+        return matmul.ir_module(), ms.database.MemoryDatabase(), lambda database: database
+    layer = extract_network_tasks("mlp", target)[0].dispatched[0]
+
+    def read_back(_written):
+        return ms.database.JSONDatabase(work_dir=str(tmp_path))
+
+    return layer, ms.database.JSONDatabase(work_dir=str(tmp_path)), read_back
+
+
+def test_skip_measured_never_proposes_a_program_the_database_holds(task_and_database, target):
+    mod, database, reopen = task_and_database
     evolution = {"population_size": 16, "init_min_unmeasured": 8}
-    database = ms.database.MemoryDatabase()
-    workload = database.commit_workload(matmul.ir_module())
+    workload = database.commit_workload(mod)
     # "Measure" the first batch an evolutionary search proposes.
-    context = ms.TuneContext(
-        mod=matmul.ir_module(), target=target, space_generator="post-order-apply",
-        search_strategy=ms.search_strategy.EvolutionarySearch(**evolution), rand_state=1, num_threads=1,
-    )  # fmt: skip
-    context.search_strategy.pre_tuning(
-        8, 8, context.generate_design_space(), database, ms.cost_model.RandomModel()
-    )
-    for seconds, candidate in enumerate(context.search_strategy.generate_measure_candidates()):
+    context = _context(mod, target, ms.search_strategy.EvolutionarySearch(**evolution), rand_state=1)
+    strategy = context.search_strategy
+    strategy.pre_tuning(8, 8, context.generate_design_space(), database, ms.cost_model.RandomModel())
+    for seconds, candidate in enumerate(strategy.generate_measure_candidates()):
         record = ms.database.TuningRecord(
             candidate.sch.trace, workload, [1e-3 * (1 + seconds)], target, candidate.args_info
         )
         database.commit_tuning_record(record)
+    database = reopen(database)
     measured = measured_program_keys(database, context)
     assert len(measured) == 8
 
     model = _PrefersKnownPrograms(measured)
-    again = _proposed_keys(
-        ms.search_strategy.EvolutionarySearch(**evolution), matmul, target, database, model
-    )
+    again = _proposed_keys(ms.search_strategy.EvolutionarySearch(**evolution), mod, target, database, model)
     assert again & measured  # MetaSchedule's own strategy measures some of them again
-    fresh = _proposed_keys(
-        SkipMeasured(ms.search_strategy.EvolutionarySearch(**evolution)), matmul, target, database, model
-    )
+    skipping = SkipMeasured(ms.search_strategy.EvolutionarySearch(**evolution))
+    fresh = _proposed_keys(skipping, mod, target, database, model)
     assert fresh and not fresh & measured
+
+
+def test_a_record_whose_trace_does_not_replay_on_its_task_is_left_out(matmul, target):
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul.ir_module())
+    conv2d = _context(make_workload("conv2d").ir_module(), target, None, rand_state=1)
+    database.commit_tuning_record(
+        ms.database.TuningRecord(conv2d.generate_design_space()[0].trace, workload, [1e-3], target)
+    )
+    matmul_context = _context(matmul.ir_module(), target, None, rand_state=1)
+    with pytest.raises(ValueError, match="does not replay"):
+        record_program_key(database.get_all_tuning_records()[0].trace, matmul_context)
+    assert measured_program_keys(database, matmul_context) == set()
 
 
 @pytest.mark.slow
@@ -319,7 +351,6 @@ def test_ctrl_c_in_the_first_round_keeps_the_batches_measured(tmp_path, target, 
     # The gradient scheduler collects every task's first batch only once each task has had one; a run
     # stopped while searching the second task has measured the first task's batch but not collected it.
     from tvm_transfer.tuning.session import tune_contexts
-    from tvm_transfer.workloads import make_workload
 
     search = ms.search_strategy.EvolutionarySearch
     contexts = [

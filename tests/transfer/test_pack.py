@@ -25,7 +25,7 @@ from tvm_transfer.cli.pack import PACK
 from tvm_transfer.cli.transfer import resolve_transfer_pack
 from tvm_transfer.cost_model import load_cost_model
 from tvm_transfer.search_strategy.base import program_key
-from tvm_transfer.search_strategy.replay import replay_trace
+from tvm_transfer.search_strategy.unmeasured import record_program_key
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.transfer.apply import (
     APPLIED_FILE,
@@ -209,11 +209,11 @@ def _context(mod, target) -> ms.TuneContext:
 
 def _measured(work_dir, context) -> list[int]:
     """The programs ``work_dir`` measured of ``context``'s task, in measurement order (the record file's),
-    each as the context's search makes it of the record (:func:`program_key`)."""
+    each as the context's search makes it of the record."""
     key = tvm_ffi.structural_hash(context.mod)
     records = iter_database_records(work_dir, LoadStats())
     traces = [r.trace for _, r, _, _ in records if tvm_ffi.structural_hash(r.workload.mod) == key]
-    return [program_key(replay_trace(trace, context.mod, context)[0]) for trace in traces]
+    return [record_program_key(trace, context) for trace in traces]
 
 
 def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(

@@ -5,8 +5,8 @@ MetaSchedule's ``EvolutionarySearch`` remembers what it measured in a set that s
 ``pre_tuning`` (TVM leaves "add records from the database" as a to-do), while it seeds each population with
 the database's best records. On a resumed run the cost model then rates those already-measured programs
 highly and they are sent for measurement again. The wrapper fills its own set from the database's records of
-the task (each record replayed to the program the search would make of it, compared by
-:func:`~tvm_transfer.search_strategy.base.program_key`) and filters every batch against it.
+the task (the program the search would make of each, :func:`record_program_key`) and filters every batch
+against it.
 """
 
 from __future__ import annotations
@@ -16,31 +16,38 @@ import logging
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, SearchStrategy
+from tvm.s_tir.schedule import Trace
 
 from tvm_transfer.search_strategy.base import WrappingStrategy, program_key
 from tvm_transfer.search_strategy.replay import replay_trace
 
-__all__ = ["SkipMeasured", "measured_program_keys"]
+__all__ = ["SkipMeasured", "measured_program_keys", "record_program_key"]
 
 log = logging.getLogger(__name__)
 
 
+def record_program_key(trace: Trace, context: ms.TuneContext) -> int:
+    """:func:`program_key` of the program ``context``'s search makes of a record's ``trace``: the trace
+    replayed without post-processing, then the context's post-processors. Replaying the saved trace whole
+    would not do: a record read back from a database file carries some annotation values as integers where
+    those post-processors write booleans, and the same program would hash two ways. Raises ``ValueError``
+    when the trace does not replay on ``context.mod``."""
+    schedule, _ = replay_trace(trace, context.mod, context)
+    return program_key(schedule)
+
+
 def measured_program_keys(database: ms.database.Database, context: ms.TuneContext) -> set[int]:
-    """:func:`program_key` of every record of ``context``'s task in ``database`` (failed ones included:
-    measuring them again fails again), each made as the context's search makes a program of a record: its
-    trace replayed without post-processing, then the context's post-processors. Replaying the saved trace
-    whole would not do: a record read back from a database file carries some annotation values as integers
-    where those post-processors write booleans, and the same program would hash two ways. A record whose
-    trace no longer replays is left out."""
+    """:func:`record_program_key` of every record of ``context``'s task in ``database`` (failed ones
+    included: measuring them again fails again). A record whose trace no longer replays is left out: the
+    search cannot propose it again either."""
     workload = database.commit_workload(context.mod)
     keys = set()
     for record in database.get_all_tuning_records():
         if record.workload.same_as(workload):
             try:
-                schedule, _ = replay_trace(record.trace, context.mod, context)
-            except ValueError:  # such a record cannot be proposed again either
+                keys.add(record_program_key(record.trace, context))
+            except ValueError:
                 continue
-            keys.add(program_key(schedule))
     return keys
 
 

@@ -154,7 +154,7 @@ class OtherTargetCandidates:
         candidates = []
         for record in sorted(records, key=lambda r: r.entry.rank):
             try:
-                schedule, _ = replay_trace(record.tuning_record(workload).trace, context.mod, context)
+                schedule, _ = replay_trace(record.trace(workload), context.mod, context)
                 candidates.append(measure_candidate(schedule))
             except ValueError as error:
                 where = record.entry.target_id

@@ -40,6 +40,7 @@ import tvm
 import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
+from tvm.s_tir.schedule import Trace
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.atomic import atomic_write_text
@@ -149,12 +150,7 @@ class PackRecord:
         """The record as a MetaSchedule ``TuningRecord`` of ``workload`` (a workload of the same module, e.g.
         committed to the caller's database), on ``target`` (default: the target it was measured on). Raises
         ``ValueError`` when its trace does not replay on the workload's module."""
-        try:
-            record = ms.database.TuningRecord.from_json(list(self.record_json), workload)
-        except Exception as error:  # TVM raises its own error types for a trace that does not apply
-            raise ValueError(
-                f"the pack's trace does not replay ({str(error).splitlines()[0][:200]})"
-            ) from None
+        record = self._parsed(workload)
         return ms.database.TuningRecord(
             trace=record.trace,
             workload=workload,
@@ -162,6 +158,19 @@ class PackRecord:
             target=target if target is not None else record.target,
             args_info=record.args_info,
         )
+
+    def trace(self, workload: ms.database.Workload) -> Trace:
+        """The record's schedule trace, read against ``workload``'s module. Raises ``ValueError`` when it
+        does not replay there."""
+        return self._parsed(workload).trace
+
+    def _parsed(self, workload: ms.database.Workload) -> ms.database.TuningRecord:
+        try:
+            return ms.database.TuningRecord.from_json(list(self.record_json), workload)
+        except Exception as error:  # TVM raises its own error types for a trace that does not apply
+            raise ValueError(
+                f"the pack's trace does not replay ({str(error).splitlines()[0][:200]})"
+            ) from None
 
     def source_workload(self) -> ms.database.Workload:
         """The workload the record was measured on (its own module: for a similar task, not the caller's)."""
