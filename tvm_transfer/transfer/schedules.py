@@ -190,6 +190,8 @@ class ScheduleDatabase:
         for entry in self.entries:
             self._by_workload.setdefault(entry.workload, []).append(entry)
         self._lines: dict[tuple[str, str], list[str]] = {}
+        # A version-2 pack has no shared workload file: each target folder holds its own.
+        self._shared_workloads = (self.root / PACKED_WORKLOADS).is_file()
 
     # ---- reading ---------------------------------------------------------------------------------------
     @classmethod
@@ -241,9 +243,8 @@ class ScheduleDatabase:
         return _frozen(json.loads(self._raw_line(folder, name, index)))
 
     def _workload_folder(self, entry: ScheduleEntry) -> str:
-        """The folder of the workload file ``entry``'s record points into: the root's shared one, or in a
-        version-2 pack the entry's own target folder."""
-        return "" if (self.root / PACKED_WORKLOADS).is_file() else entry.dir
+        """The folder of the workload file ``entry``'s record points into."""
+        return "" if self._shared_workloads else entry.dir
 
     def _record(self, entry: ScheduleEntry, relation: str) -> PackRecord:
         workload_index, record_json = self._line(entry.dir, PACKED_RECORDS, entry.line)
