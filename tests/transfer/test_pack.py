@@ -37,11 +37,14 @@ from tvm_transfer.transfer.apply import (
 from tvm_transfer.transfer.pack import (
     FORMAT_VERSION,
     MANIFEST_FILE,
+    SCHEDULES_DIR,
     TransferPack,
     TransferPackError,
     build_pack,
+    part_checksums,
 )
 from tvm_transfer.transfer.policy import DEFAULT_POLICY
+from tvm_transfer.transfer.schedules import PACKED_WORKLOADS
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import open_database
@@ -90,6 +93,38 @@ def test_a_pack_of_another_format_version_is_refused(pack, tmp_path):
     (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
     with pytest.raises(TransferPackError, match=rf"format version {FORMAT_VERSION + 1}.*tenset-tools pack"):
         TransferPack.open(copy)
+
+
+def _as_version_2(pack, tmp_path):
+    """A copy of ``pack`` in the version-2 layout: the shared workload file copied into each target folder
+    (for a one-target pack, exactly what version 2 wrote), the manifest re-checksummed."""
+    copy = _copy(pack, tmp_path)
+    shared = copy / SCHEDULES_DIR / PACKED_WORKLOADS
+    for folder in {e.dir for e in pack.schedules().entries}:
+        shutil.copyfile(shared, copy / SCHEDULES_DIR / folder / PACKED_WORKLOADS)
+    shared.unlink()
+    manifest = json.loads((copy / MANIFEST_FILE).read_text())
+    manifest["format_version"], manifest["parts"] = 2, part_checksums(copy)
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    return copy
+
+
+def test_a_version_2_pack_is_read_and_extended_into_version_3(pack, tuned_mlp, mlp_tasks, target, tmp_path):
+    assert (pack.path / SCHEDULES_DIR / PACKED_WORKLOADS).is_file()  # one workload file for every target
+    old = TransferPack.open(_as_version_2(pack, tmp_path))
+    assert "(format 2)" in old.describe()
+    for task in mlp_tasks:
+        mod = task.dispatched[0]
+        records = [(r.record_json, r.workload_json) for r in old.schedules().exact(mod, target)]
+        assert records and records == [
+            (r.record_json, r.workload_json) for r in pack.schedules().exact(mod, target)
+        ]
+    extended = build_pack([tuned_mlp[0]], tmp_path / "extended.pack", top_k=3, models=(), base=old)
+    assert extended.manifest["format_version"] == FORMAT_VERSION == 3
+    assert [p for p in extended.manifest["parts"] if p.endswith(PACKED_WORKLOADS)] == [
+        f"{SCHEDULES_DIR}/{PACKED_WORKLOADS}"
+    ]
+    assert extended.schedules().entries == pack.schedules().entries
 
 
 def test_a_changed_part_is_refused(pack, tmp_path):

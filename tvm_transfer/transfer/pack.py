@@ -51,14 +51,19 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "MANIFEST_FILE",
+    "READABLE_VERSIONS",
     "TransferPack",
     "TransferPackError",
     "build_pack",
+    "part_checksums",
 ]
 
 FORMAT_NAME = "tvm-transfer-pack"
-#: Version of the pack layout; bump it when a part's layout changes.
-FORMAT_VERSION = 2
+#: Version of the pack layout written; bump it when a part's layout changes. Version 3 keeps one workload
+#: file for all targets of the best-schedule database, where version 2 kept a copy in each target's folder.
+FORMAT_VERSION = 3
+#: Versions :meth:`TransferPack.open` reads (so that ``--extend`` can grow a version-2 pack into version 3).
+READABLE_VERSIONS = (2, 3)
 MANIFEST_FILE = "manifest.json"
 CORPUS_FILE = "corpus.parquet"
 SCHEDULES_DIR = "schedules"
@@ -81,8 +86,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _parts(root: Path) -> dict[str, dict]:
-    """``{relative path: {"sha256", "bytes"}}`` of every file under ``root`` except the manifest."""
+def part_checksums(root: Path) -> dict[str, dict]:
+    """A manifest's ``parts`` for the pack folder ``root``: ``{relative path: {"sha256": hex digest,
+    "bytes": size}}`` of every file under it except the manifest."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
     return {p.relative_to(root).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files}
 
@@ -122,9 +128,10 @@ class TransferPack:
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
             raise TransferPackError(f"{manifest_path}: not a {FORMAT_NAME} manifest; {_REBUILD}")
         version = manifest.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
+            readable = " and ".join(str(v) for v in READABLE_VERSIONS)
             raise TransferPackError(
-                f"{root}: pack format version {version}, this tvm-transfer reads version {FORMAT_VERSION}; "
+                f"{root}: pack format version {version}, this tvm-transfer reads versions {readable}; "
                 f"{_REBUILD}"
             )
         parts = manifest.get("parts")
@@ -220,9 +227,9 @@ class TransferPack:
 
     def describe(self) -> str:
         """One line: path, version, targets, networks and record counts."""
-        records = self.manifest.get("records", {})
+        records, version = self.manifest.get("records", {}), self.manifest["format_version"]
         return (
-            f"transfer pack {self.path} (format {FORMAT_VERSION}): {records.get('schedules', 0)} schedules "
+            f"transfer pack {self.path} (format {version}): {records.get('schedules', 0)} schedules "
             f"of {records.get('workloads', 0)} workloads on {', '.join(self.targets) or 'no target'}; "
             f"{records.get('corpus', 0)} corpus records; models: {', '.join(self.model_names) or 'none'}"
         )
@@ -334,7 +341,7 @@ def build_pack(
             ),
             "extends": _base_facts(base) if base else None,
             "excluded_networks": sorted(set(exclude_networks)),
-            "parts": _parts(temporary),
+            "parts": part_checksums(temporary),
         }
         atomic_write_text(temporary / MANIFEST_FILE, json.dumps(manifest, indent=1))
         _replace_folder(temporary, out)

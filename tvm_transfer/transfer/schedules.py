@@ -19,10 +19,12 @@ On disk (a folder, ``schedules/`` of a pack), in MetaSchedule's own JSON formats
     ``flops`` (per call), ``args`` (``[dtype, shape]`` of every argument), ``signature`` (the top-level
     blocks as ``[name, iteration kinds]``), ``networks`` and ``tasks`` (the names it was tuned under),
     ``dir`` (the target's folder) and ``line`` (0-based line of the record in that folder's record file).
-``<target folder>/database_workload.json.gz`` and ``database_tuning_record.json.gz``
-    the lines of a MetaSchedule ``JSONDatabase`` per target holding exactly the kept records, gzip-compressed
-    (a workload's JSON is pretty-printed TVM IR, and compresses about fifteen-fold).
-    :meth:`ScheduleDatabase.source_records` reads them as copula sources for seeding a search.
+``database_workload.json.gz`` and ``<target folder>/database_tuning_record.json.gz``
+    the lines of a MetaSchedule ``JSONDatabase``, gzip-compressed: every kept workload once (a workload's
+    JSON is pretty-printed TVM IR, and compresses about fifteen-fold), and per target its kept records,
+    whose workload indices point into that one file. A version-2 pack keeps a workload file in each target
+    folder instead; both layouts are read. :meth:`ScheduleDatabase.source_records` reads the records as
+    copula sources for seeding a search.
 """
 
 from __future__ import annotations
@@ -188,6 +190,8 @@ class ScheduleDatabase:
         for entry in self.entries:
             self._by_workload.setdefault(entry.workload, []).append(entry)
         self._lines: dict[tuple[str, str], list[str]] = {}
+        # A version-2 pack has no shared workload file: each target folder holds its own.
+        self._shared_workloads = (self.root / PACKED_WORKLOADS).is_file()
 
     # ---- reading ---------------------------------------------------------------------------------------
     @classmethod
@@ -238,9 +242,13 @@ class ScheduleDatabase:
     def _line(self, folder: str, name: str, index: int) -> tuple:
         return _frozen(json.loads(self._raw_line(folder, name, index)))
 
+    def _workload_folder(self, entry: ScheduleEntry) -> str:
+        """The folder of the workload file ``entry``'s record points into."""
+        return "" if self._shared_workloads else entry.dir
+
     def _record(self, entry: ScheduleEntry, relation: str) -> PackRecord:
         workload_index, record_json = self._line(entry.dir, PACKED_RECORDS, entry.line)
-        workload_json = self._line(entry.dir, PACKED_WORKLOADS, workload_index)
+        workload_json = self._line(self._workload_folder(entry), PACKED_WORKLOADS, workload_index)
         return PackRecord(entry, relation, record_json, workload_json)
 
     # ---- lookups ---------------------------------------------------------------------------------------
@@ -350,11 +358,12 @@ class ScheduleDatabase:
                     )
                 group.add(seconds, record, entry, [network], [names.get(task.task_id)])
         entries: list[ScheduleEntry] = []
-        files: dict[str, tuple[list[str], list[str]]] = {}
+        workloads: dict[str, int] = {}  # workload line -> its index in the shared file
+        records_of: dict[str, list[str]] = {}  # target folder -> its record lines
         for (workload_hash, tid), group in sorted(groups.items()):
             folder = target_folder(tid)
-            workloads, records = files.setdefault(folder, ([], []))
-            workloads.append(group.workload_line.strip())
+            records = records_of.setdefault(folder, [])
+            workload_index = workloads.setdefault(group.workload_line.strip(), len(workloads))
             signature = _frozen(block_signature(group.workload.mod))
             args = [[str(a.dtype), [int(d) for d in a.shape]] for a in group.kept(1)[0][1].args_info]
             for rank, (seconds, record, entry) in enumerate(group.kept(top_k)):
@@ -375,11 +384,11 @@ class ScheduleDatabase:
                         line=len(records),
                     )
                 )
-                records.append(json.dumps([len(workloads) - 1, entry], separators=(",", ":")))
+                records.append(json.dumps([workload_index, entry], separators=(",", ":")))
         root.mkdir(parents=True)
-        for folder, (workloads, records) in files.items():
+        _write_gzip(root / PACKED_WORKLOADS, "".join(w + "\n" for w in workloads))
+        for folder, records in records_of.items():
             (root / folder).mkdir()
-            _write_gzip(root / folder / PACKED_WORKLOADS, "".join(w + "\n" for w in workloads))
             _write_gzip(root / folder / PACKED_RECORDS, "".join(r + "\n" for r in records))
         index = "".join(json.dumps(e.as_json(), separators=(",", ":")) + "\n" for e in entries)
         atomic_write_text(root / INDEX_FILE, index)
@@ -390,7 +399,7 @@ class ScheduleDatabase:
         it was packed from. A record whose trace no longer replays is skipped with a warning."""
         for entry in self.entries:
             index, record_json = json.loads(self._raw_line(entry.dir, PACKED_RECORDS, entry.line))
-            workload_line = self._raw_line(entry.dir, PACKED_WORKLOADS, index)
+            workload_line = self._raw_line(self._workload_folder(entry), PACKED_WORKLOADS, index)
             group = groups.get((entry.workload, entry.target_id))
             workload = group.workload if group else ms.database.Workload.from_json(json.loads(workload_line))
             try:
