@@ -131,6 +131,26 @@ def test_a_fine_tuned_xgboost_starts_as_its_prior_and_learns_a_correction_of_it(
         load_cost_model(str(tmp_path / "edited.model"))
 
 
+def test_a_ranking_xgboost_ranks_a_task_and_keeps_its_objective_when_saved_and_fine_tuned(measured, tmp_path):
+    context, candidates, results = measured
+    ranker = make_cost_model("xgboost", objective="rank:pairwise", num_rounds=30)
+    ranker.update(context, candidates[:12], results[:12])
+    throughput = 1.0 / np.array([np.mean([float(s) for s in r.run_secs]) for r in results])
+    scores = ranker.predict(context, candidates[:12])
+    assert np.corrcoef(np.argsort(np.argsort(scores)), np.argsort(np.argsort(throughput[:12])))[0, 1] > 0.5
+    path = tmp_path / "ranker.model"
+    ranker.save(str(path))
+    restored = load_cost_model(str(path))
+    assert restored.objective == "rank:pairwise"
+    np.testing.assert_array_equal(restored.predict(context, candidates), ranker.predict(context, candidates))
+    tuned = restored.fine_tuned(num_rounds=10)
+    assert tuned.objective == "rank:pairwise"
+    tuned.update(context, candidates[12:], results[12:])  # one workload: one ranking group
+    assert not np.array_equal(tuned.predict(context, candidates), ranker.predict(context, candidates))
+    with pytest.raises(ValueError, match=r"unknown objective 'rank:ndcg'; choose from"):
+        make_cost_model("xgboost", objective="rank:ndcg")
+
+
 def test_corrupt_file_is_a_clear_error(tmp_path):
     path = tmp_path / "broken.model"
     path.write_bytes(b"this is not a model")

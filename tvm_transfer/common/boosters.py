@@ -7,6 +7,25 @@ from typing import Any
 import numpy as np
 import xgboost
 
+#: The XGBoost objectives our boosters learn with: regression of the target, or AutoTVM's pairwise ranking
+#: loss (pairs formed within a group only; only the order of the predictions means anything).
+OBJECTIVES = ("reg:squarederror", "rank:pairwise")
+
+
+def check_objective(objective: str) -> str:
+    """``objective`` itself; raises ``ValueError`` naming :data:`OBJECTIVES` for any other."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose from {OBJECTIVES}")
+    return objective
+
+
+def group_order(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row order that makes every group's rows contiguous (stable, as XGBoost's ranking objectives
+    need them), and the query id (0, 1, ...) of every row in that order; ``groups``: any sortable labels."""
+    groups = np.asarray(groups)
+    order = np.argsort(groups, kind="stable")
+    return order, np.unique(groups[order], return_inverse=True)[1].astype(np.uint32)
+
 
 def train_booster(
     params: dict[str, Any],

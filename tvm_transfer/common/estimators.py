@@ -30,7 +30,13 @@ from tvm_transfer.common.archive import (
     short_reason,
     write_archive,
 )
-from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
+from tvm_transfer.common.boosters import (
+    booster_bytes,
+    booster_from_bytes,
+    check_objective,
+    group_order,
+    train_booster,
+)
 from tvm_transfer.common.params import HyperParameters
 
 #: Version of the saved-model archive of this module; :meth:`load` refuses any other.
@@ -304,8 +310,6 @@ class PerformanceModel(_XGBEstimator):
         Seeds XGBoost.
     """
 
-    OBJECTIVES = ("reg:squarederror", "rank:pairwise")
-
     def __init__(
         self,
         *,
@@ -317,9 +321,7 @@ class PerformanceModel(_XGBEstimator):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if objective not in self.OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; choose from {self.OBJECTIVES}")
-        self.objective = objective
+        self.objective = check_objective(objective)
         self.num_rounds = num_rounds
         self.max_depth = max_depth
         self.learning_rate = learning_rate
@@ -354,9 +356,8 @@ class PerformanceModel(_XGBEstimator):
             qid = np.asarray(groups)
             if qid.shape != (len(x),) or not np.issubdtype(qid.dtype, np.integer):
                 raise FeatureShapeError(f"{type(self).__name__}.fit: groups must be one integer per row")
-            order = np.argsort(qid, kind="stable")  # XGBoost wants each group's rows contiguous
-            x, y, qid = x[order], y[order], qid[order]
-            qid = np.unique(qid, return_inverse=True)[1].astype(np.uint32)  # any integers -> 0, 1, ...
+            order, qid = group_order(qid)
+            x, y = x[order], y[order]
             if w is not None:
                 w = w[order]
                 starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])

@@ -10,16 +10,26 @@ import xgboost
 from tvm.ir.utils import derived_object
 
 from tvm_transfer.common.archive import CostModelFileError
-from tvm_transfer.common.boosters import booster_bytes, booster_from_bytes, train_booster
+from tvm_transfer.common.boosters import (
+    booster_bytes,
+    booster_from_bytes,
+    check_objective,
+    group_order,
+    train_booster,
+)
 from tvm_transfer.cost_model.base import LearnedCostModel
 
 
 @derived_object
 class XGBoostCostModel(LearnedCostModel):
-    """XGBoost regression of normalised throughput (unlike TVM's ``XGBModel`` it learns from the first batch).
+    """XGBoost on normalised throughput (unlike TVM's ``XGBModel`` it learns from the first batch).
 
     Parameters
     ----------
+    objective:
+        ``"reg:squarederror"``: regression of the normalised throughput; ``"rank:pairwise"``: a ranking
+        loss over pairs of candidates of the same workload (and target), so the model learns only the order
+        within a workload, which is all a search asks of it; its scores are not throughputs.
     num_rounds, max_depth, learning_rate, min_child_weight, subsample:
         The booster's hyper-parameters (XGBoost's names).
     prior_rounds:
@@ -32,6 +42,7 @@ class XGBoostCostModel(LearnedCostModel):
     def __init__(
         self,
         *,
+        objective: str = "reg:squarederror",
         num_rounds: int = 200,
         max_depth: int = 8,
         learning_rate: float = 0.1,
@@ -42,6 +53,7 @@ class XGBoostCostModel(LearnedCostModel):
         prior_rounds: int = 0,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
+        self.objective = check_objective(objective)
         self.num_rounds = num_rounds
         self.prior_rounds = prior_rounds
         self.max_depth = max_depth
@@ -68,7 +80,7 @@ class XGBoostCostModel(LearnedCostModel):
 
     def _fit(self, features: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> None:
         params = {
-            "objective": "reg:squarederror",
+            "objective": self.objective,
             "max_depth": self.max_depth,
             "eta": self.learning_rate,
             "min_child_weight": self.min_child_weight,
@@ -77,7 +89,13 @@ class XGBoostCostModel(LearnedCostModel):
         }
         if self._prior is not None:  # else XGBoost's sampling on top of a booster depends on its past
             params["seed_per_iteration"] = True
-        self._booster = train_booster(params, features, targets, self.num_rounds, start_from=self._prior)
+        qid = None
+        if self.objective != "reg:squarederror":
+            order, qid = group_order(groups)
+            features, targets = features[order], targets[order]
+        self._booster = train_booster(
+            params, features, targets, self.num_rounds, qid=qid, start_from=self._prior
+        )
 
     def _predict(self, features: np.ndarray) -> np.ndarray:
         return self._booster.predict(xgboost.DMatrix(features))
