@@ -3,6 +3,7 @@ pack's schedules seed the search of a task the pack never saw, on the real mlp r
 
 from __future__ import annotations
 
+import pytest
 from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch
 
 from tvm_transfer.cli import _cost_model, build_parser
@@ -12,6 +13,7 @@ from tvm_transfer.search_strategy.copula import CopulaSearch
 from tvm_transfer.search_strategy.copula.population import design_spaces
 from tvm_transfer.search_strategy.measure_first import MeasureFirst
 from tvm_transfer.transfer.apply import OtherTargetCandidates
+from tvm_transfer.transfer.pack import TransferPackError
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.session import TuneOptions
@@ -57,6 +59,12 @@ def test_a_policy_uses_only_the_parts_it_names(pack):
     both = TransferPolicy()
     assert both.name == "model+seeds" and both.search_strategy(pack, options).inner.rank_pool == 4
     assert TransferPolicy(False, False).name == "none" and DEFAULT_POLICY.cost_model(None) == "tvm-xgb"
+    # A policy may name which of the pack's models ranks; a name the pack does not hold is refused.
+    assert (
+        type(TransferPolicy(model_name="xgboost").cost_model(pack).pretrained).__name__ == "XGBoostCostModel"
+    )
+    with pytest.raises(TransferPackError, match=r"no model 'xgboost-rank'; the pack has \['xgboost'\]"):
+        TransferPolicy(model_name="xgboost-rank").cost_model(pack)
 
 
 def test_a_policy_sets_its_own_population_and_measured_seeds(pack):

@@ -74,6 +74,8 @@ class TransferPolicy:
     measure_other_targets:
         Measure the pack's records of a task's workload taken on other targets as the task's first batch
         (at most one batch; the cost model chooses when there are more), before the search proper.
+    model_name:
+        The pack's model that ranks as the pretrained one (``None``: the pack's default model).
     """
 
     pretrained_model: bool = True
@@ -85,6 +87,7 @@ class TransferPolicy:
     keep_seeds: bool = True
     refine_exact: bool = True
     measure_other_targets: bool = True
+    model_name: str | None = None
 
     @property
     def name(self) -> str:
@@ -109,7 +112,7 @@ class TransferPolicy:
         from tvm_transfer.transfer.guard import GuardedCostModel
         from tvm_transfer.tuning.session import resolve_cost_model
 
-        pretrained = pack.model()
+        pretrained = pack.model(self.model_name)
         tuned = self.fine_tune and hasattr(pretrained, "fine_tuned")
         return GuardedCostModel(
             pretrained.fine_tuned() if tuned else pretrained,
