@@ -20,6 +20,7 @@ measures the pack's records of its workload from other targets) and the default 
 (``no-other-targets``).
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
+    nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
     nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --in-pack > work/bench_in_pack.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --new-cpu --pack PACK > work/bench_new_cpu.log 2>&1 &
@@ -549,6 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-root", default="work/bench_transfer", help="root of the work dirs")
     parser.add_argument("--report-only", action="store_true", help="only re-draw table and plot")
     parser.add_argument(
+        "--report-name",
+        help="results/transfer/<name>.{json,md} (default: the study's); a study on another CPU or pack "
+        "gets its own",
+    )
+    parser.add_argument(
         "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
     )
     parser.add_argument(
@@ -578,7 +584,8 @@ def main(argv: list[str] | None = None) -> int:
         check_in_pack(pack, networks, target, same_target=study.pack_holds == "this-target")
     elif not quick:
         check_held_out(pack, networks)
-    path = report_path("transfer", study.name, ".json", quick)
+    name = args.report_name or study.name
+    path = report_path("transfer", name, ".json", quick)
     report = None if quick else load_resumable(path, pack, target)
     if report is None:
         report = {"points": []}
@@ -586,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     report.pop("in_pack", None)  # ... and before `pack_holds`
     report.update(
         {
-            "name": study.name,
+            "name": name,
             "title": study.title,
             "pack_holds": study.pack_holds,
             "networks": list(networks),
@@ -600,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def save() -> None:
-        write_report("transfer", study.name, report, _markdown(report), quick)
+        write_report("transfer", name, report, _markdown(report), quick)
         _plot(report, work_root, quick)
 
     if args.redo_arm:

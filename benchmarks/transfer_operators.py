@@ -38,6 +38,7 @@ machine's noise bursts can slow one pick through all rounds of one run.
 
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_operators --dev --arms A,B   # only these arms of the study
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
     nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
@@ -86,6 +87,7 @@ DEV_ARMS = {
     "tuned-model-guard16-pop512": TransferPolicy(seed_search=False, fine_tune=True, population_size=512),
     "tuned-model-guard16-anchor1": TransferPolicy(fine_tune=True, measured_seeds=1),
     "tuned-model-guard16-anchor1-once": TransferPolicy(fine_tune=True, measured_seeds=1, keep_seeds=False),
+    "tuned-rank-model-guard16": TransferPolicy(seed_search=False, fine_tune=True, model_name="xgboost-rank"),
 }
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)
@@ -356,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         help="re-time the picks of finished operators too; each keeps the fastest of all its timings",
     )
     parser.add_argument(
+        "--arms",
+        help="comma-separated arms of the study to tune (default: all; --dev: " + ", ".join(DEV_ARMS) + ")",
+    )
+    parser.add_argument(
         "--report-name",
         help="results/transfer/<name>.{json,md} (default: transfer_operators, or transfer_operators_dev); "
         "a study on another CPU or pack gets its own",
@@ -368,7 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
     args.seeds = args.seeds or ([0] if args.quick else list(SEEDS))
-    args.arms = DEV_ARMS if args.dev else ARMS
+    study_arms = DEV_ARMS if args.dev else ARMS
+    unknown = set(args.arms.split(",")) - set(study_arms) if args.arms else set()
+    if unknown:
+        parser.error(f"--arms: no arm {', '.join(sorted(unknown))} in this study ({', '.join(study_arms)})")
+    args.arms = {name: study_arms[name] for name in args.arms.split(",")} if args.arms else study_arms
     name = args.report_name or ("transfer_operators_dev" if args.dev else "transfer_operators")
 
     target = host_target()
