@@ -413,3 +413,12 @@ def test_a_pack_extends_another_and_counts_a_run_once(tuned_mlp, tmp_path):
     assert len(extended.schedules().source_records()) == len(extended.schedules().entries)
     with pytest.raises(ValueError, match="holds mlp: an extension of it cannot leave them out"):
         build_pack([work_dir], tmp_path / "x.pack", models=(), exclude_networks=["mlp"], base=full)
+    # An extension keeps as many records per task as its base unless told fewer: the base's records
+    # beyond its top_k are gone, so more would deepen only the tasks of the work dirs given again.
+    assert base.manifest["top_k"] == 5 and extended.manifest["top_k"] == 3
+    again = build_pack([partial], tmp_path / "again.pack", models=(), base=extended)
+    assert again.manifest["top_k"] == 3 and again.schedules().entries == extended.schedules().entries
+    with pytest.raises(
+        ValueError, match=r"keeps 3 records per task and target: an extension of it cannot keep 4"
+    ):
+        build_pack([work_dir], tmp_path / "x.pack", top_k=4, models=(), base=extended)

@@ -23,8 +23,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top-k",
         type=bounded_int(1),
-        default=5,
-        help="records kept per task and target in the schedule database",
+        help="records kept per task and target in the schedule database (default 5; with --extend, the "
+        "base pack's, and no more than it)",
     )
     parser.add_argument(
         "--model",

@@ -66,6 +66,8 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)
 MANIFEST_FILE = "manifest.json"
 CORPUS_FILE = "corpus.parquet"
+#: Records kept per task and target in a new pack's schedule database.
+DEFAULT_TOP_K = 5
 SCHEDULES_DIR = "schedules"
 MODELS_DIR = "models"
 
@@ -239,7 +241,7 @@ def build_pack(
     work_dirs: Sequence[str | os.PathLike],
     out: str | os.PathLike,
     *,
-    top_k: int = 5,
+    top_k: int | None = None,
     models: Sequence[str] = ("xgboost",),
     model_files: Sequence[str | os.PathLike] = (),
     exclude_networks: Sequence[str] = (),
@@ -251,7 +253,8 @@ def build_pack(
     ``base`` when given.
 
     The corpus is every record of them (:func:`tenset_tools.metaschedule.convert_databases`); the schedule
-    database keeps the ``top_k`` fastest records of every workload on every target; ``models`` names cost
+    database keeps the ``top_k`` fastest records of every workload on every target (``None``: 5, or the
+    ``top_k`` of ``base``); ``models`` names cost
     models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
     ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
     default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out for
@@ -261,7 +264,8 @@ def build_pack(
 
     Extending ``base`` keeps its corpus and kept records beside the new ones (a measured candidate found in
     both counts once) and its excluded networks (which stay excluded); the models are trained anew on the
-    whole corpus. Raises ``ValueError`` when ``base`` holds a network of ``exclude_networks``.
+    whole corpus. Raises ``ValueError`` when ``base`` holds a network of ``exclude_networks``, or when
+    ``top_k`` exceeds the base's (its other tasks' records beyond its ``top_k`` are gone).
     """
     from tenset_tools.metaschedule import convert_databases, databases_under, read_sidecar
     from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
@@ -281,6 +285,14 @@ def build_pack(
                 f"{base.path} holds {', '.join(leaked)}: an extension of it cannot leave them out"
             )
         exclude_networks = sorted({*exclude_networks, *base.manifest.get("excluded_networks", [])})
+        base_top_k = int(base.manifest.get("top_k", DEFAULT_TOP_K))
+        if top_k is not None and top_k > base_top_k:
+            raise ValueError(
+                f"{base.path} keeps {base_top_k} records per task and target: an extension of it cannot keep "
+                f"{top_k} (rebuild from all the work dirs without extending, or keep --top-k {base_top_k})"
+            )
+        top_k = top_k or base_top_k
+    top_k = top_k or DEFAULT_TOP_K
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
     sources = [s for s in sources if s not in left_out]
