@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 import tvm
@@ -13,6 +14,21 @@ from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import Workload, make_workload
 
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger() -> Iterator[None]:
+    """Undo what ``tvm_transfer.cli.main`` does to the root logger: ``logging.basicConfig`` binds a handler
+    to the ``sys.stderr`` of the moment (under ``capsys`` a stream closed when the test ends, on which
+    every later log line failed with "I/O operation on closed file") and sets its level to INFO."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers[:]:
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
