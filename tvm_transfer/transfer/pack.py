@@ -253,9 +253,9 @@ def build_pack(
     ``base`` when given.
 
     The corpus is every record of them (:func:`tenset_tools.metaschedule.convert_databases`); the schedule
-    database keeps the ``top_k`` fastest records of every workload on every target (``None``: 5, or the
-    ``top_k`` of ``base``); ``models`` names cost
-    models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
+    database keeps the ``top_k`` fastest records of every workload on every target (``None``:
+    :data:`DEFAULT_TOP_K`, or the ``top_k`` of ``base``); ``models`` names cost models
+    (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
     ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
     default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out for
     evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
