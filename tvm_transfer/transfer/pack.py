@@ -278,6 +278,7 @@ def build_pack(
         raise FileExistsError(f"{out} exists and is not a transfer pack; choose another -o")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"cannot write {out}: directory {out.parent} does not exist")
+    default_top_k = DEFAULT_TOP_K
     if base is not None:
         leaked = sorted(set(exclude_networks) & set(base.manifest.get("networks", [])))
         if leaked:
@@ -285,14 +286,14 @@ def build_pack(
                 f"{base.path} holds {', '.join(leaked)}: an extension of it cannot leave them out"
             )
         exclude_networks = sorted({*exclude_networks, *base.manifest.get("excluded_networks", [])})
-        base_top_k = int(base.manifest.get("top_k", DEFAULT_TOP_K))
-        if top_k is not None and top_k > base_top_k:
+        default_top_k = int(base.manifest.get("top_k", DEFAULT_TOP_K))
+        if top_k is not None and top_k > default_top_k:
             raise ValueError(
-                f"{base.path} keeps {base_top_k} records per task and target: an extension of it cannot keep "
-                f"{top_k} (rebuild from all the work dirs without extending, or keep --top-k {base_top_k})"
+                f"{base.path} keeps {default_top_k} records per task and target: an extension of it cannot "
+                f"keep {top_k} (rebuild from all the work dirs without extending, or keep --top-k "
+                f"{default_top_k})"
             )
-        top_k = top_k or base_top_k
-    top_k = top_k or DEFAULT_TOP_K
+    top_k = default_top_k if top_k is None else top_k
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
     sources = [s for s in sources if s not in left_out]
