@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import tvm
 
 from tenset_tools.atomic import atomic_write_text
-from tvm_transfer.transfer.schedules import ScheduleDatabase
+from tvm_transfer.transfer.schedules import DEFAULT_TOP_K, ScheduleDatabase
 
 if TYPE_CHECKING:
     from tvm_transfer.search_strategy.copula import TraceCopulaSampler
@@ -66,8 +66,6 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)
 MANIFEST_FILE = "manifest.json"
 CORPUS_FILE = "corpus.parquet"
-#: Records kept per task and target in a new pack's schedule database.
-DEFAULT_TOP_K = 5
 SCHEDULES_DIR = "schedules"
 MODELS_DIR = "models"
 
@@ -254,11 +252,11 @@ def build_pack(
 
     The corpus is every record of them (:func:`tenset_tools.metaschedule.convert_databases`); the schedule
     database keeps the ``top_k`` fastest records of every workload on every target (``None``:
-    :data:`DEFAULT_TOP_K`, or the ``top_k`` of ``base``); ``models`` names cost models
-    (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the corpus and
-    ``model_files`` adds saved models as they are (each checked by loading it). The first model is the
-    default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out for
-    evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
+    :data:`~tvm_transfer.transfer.schedules.DEFAULT_TOP_K`, or the ``top_k`` of ``base``); ``models``
+    names cost models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the
+    corpus and ``model_files`` adds saved models as they are (each checked by loading it). The first model
+    is the default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out
+    for evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
     (replaced only once the new one is complete; it may be ``base`` itself). ``progress`` receives one
     line per step.
 

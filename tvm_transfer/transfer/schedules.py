@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 __all__ = ["INDEX_FILE", "PackRecord", "ScheduleDatabase", "ScheduleEntry", "target_folder"]
 
 INDEX_FILE = "index.jsonl"
+#: Records kept per (workload, target id) unless told otherwise.
+DEFAULT_TOP_K = 5
 #: The per-target files: a ``JSONDatabase``'s two files, gzip-compressed.
 PACKED_WORKLOADS, PACKED_RECORDS = WORKLOAD_FILE + ".gz", RECORD_FILE + ".gz"
 
@@ -325,7 +327,7 @@ class ScheduleDatabase:
         cls,
         work_dirs: Iterable[str | os.PathLike],
         root: str | os.PathLike,
-        top_k: int = 5,
+        top_k: int = DEFAULT_TOP_K,
         base: ScheduleDatabase | None = None,
     ) -> ScheduleDatabase:
         """Keep the ``top_k`` fastest valid records of every (workload, target id) found in the MetaSchedule
