@@ -12,6 +12,7 @@ the passes of earlier machines.
 
     nice -n 19 python -m benchmarks.corpus collect > work/corpus.log 2>&1 &   # resumable; hours on 2 cores
     nice -n 19 python -m benchmarks.corpus collect --pass host:2 > work/corpus.log 2>&1 &   # this CPU only
+    nice -n 19 python -m benchmarks.corpus collect --network torchvision:vit_b_32   # one network, all passes
     python -m benchmarks.corpus pack       # (make default-pack) -> tvm_transfer/transfer/data/default
 """
 
@@ -22,7 +23,8 @@ import sys
 from pathlib import Path
 
 #: Networks whose tasks make the corpus: residual, inverted-bottleneck (with squeeze-excitation), RegNet,
-#: ConvNeXt and vision-transformer families; two of them also at a smaller input size (other shapes).
+#: ConvNeXt and vision-transformer families; three of them also at a smaller input size, and ViT-B also in
+#: patches of 32 (other shapes: a transformer's sequence length is its image's patch count plus one).
 NETWORKS = (
     "torchvision:resnet18",
     "torchvision:resnet50",
@@ -33,6 +35,8 @@ NETWORKS = (
     "torchvision:vit_b_16",
     "torchvision:resnet50@1,3,160,160",
     "torchvision:mobilenet_v2@1,3,160,160",
+    "torchvision:vit_b_16@1,3,160,160",
+    "torchvision:vit_b_32",
 )
 #: Never in the corpus: an EfficientNet and a BERT-base encoder, one per family a user is likely to bring.
 HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")
@@ -46,23 +50,30 @@ WORK_DIR = Path("work/corpus")
 EXTRA_SOURCES = (Path("work/bench_networks"),)
 
 
-def collect_corpus(work_dir: Path = WORK_DIR, passes: tuple[str, ...] = ()) -> None:
+def collect_corpus(
+    work_dir: Path = WORK_DIR, passes: tuple[str, ...] = (), networks: tuple[str, ...] = ()
+) -> None:
     """Run the passes of :data:`PASSES` named by their target specs in ``passes`` (all when empty) over
-    :data:`NETWORKS` in ``work_dir``, resuming what it holds."""
+    the ``networks`` of :data:`NETWORKS` (all when empty) in ``work_dir``, resuming what it holds; each
+    network gets its pass's share whatever the others hold."""
     from tvm_transfer.tuning.collect import collect, parse_targets
     from tvm_transfer.tuning.session import TuneOptions
 
     unknown = sorted(set(passes) - {spec for spec, _, _ in PASSES})
     if unknown:
         raise SystemExit(f"no pass {', '.join(unknown)}; the passes are {', '.join(s for s, _, _ in PASSES)}")
+    strangers = sorted(set(networks) - set(NETWORKS))
+    if strangers:
+        raise SystemExit(f"{', '.join(strangers)} not in the corpus networks: {', '.join(NETWORKS)}")
+    networks = networks or NETWORKS
     for spec, trials_per_network, population in PASSES:
         if passes and spec not in passes:
             continue
         # Batches of 8 reach every task of a network of up to ~37 tasks within a 300-measurement share (the
         # gradient scheduler gives each task one batch before it favours any).
         options = TuneOptions(trials_per_iter=8, population_size=population)
-        budget = trials_per_network * len(NETWORKS)
-        collect(NETWORKS, parse_targets(spec), budget, work_dir, options=options, cost_model="tvm-xgb")
+        budget = trials_per_network * len(networks)
+        collect(networks, parse_targets(spec), budget, work_dir, options=options, cost_model="tvm-xgb")
 
 
 def build_default_pack(out: Path | None = None, work_dir: Path = WORK_DIR, fresh: bool = False) -> None:
@@ -106,6 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         help="collect only this pass of PASSES (e.g. host:2; repeatable; default: all)",
     )
     parser.add_argument(
+        "--network",
+        dest="networks",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="collect only this network of NETWORKS (repeatable; default: all)",
+    )
+    parser.add_argument(
         "--fresh",
         action="store_true",
         help="pack: build from the work dirs alone, not extending the shipped pack",
@@ -113,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--out", type=Path, help="pack folder (default: the package's default pack)")
     args = parser.parse_args(argv)
     if args.step == "collect":
-        collect_corpus(args.work_dir, tuple(args.passes))
+        collect_corpus(args.work_dir, tuple(args.passes), tuple(args.networks))
     else:
         build_default_pack(args.out, args.work_dir, args.fresh)
     return 0

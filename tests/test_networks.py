@@ -95,6 +95,17 @@ def test_seeded_torchvision_weights_do_not_vanish(name):
     assert float(output.std()) > 1e-3
 
 
+def test_a_vision_transformer_is_built_for_the_input_size_it_is_given():
+    # Its position embedding fixes the image size: 160x160 in patches of 32 is 25 patches and a class token.
+    model = load_model("torchvision:vit_b_32@1,3,160,160")
+    assert model.torch_module.seq_length == 26
+    with torch.no_grad():
+        output = model.torch_module(torch.from_numpy(model.inputs[0]))
+    assert output.shape == (1, 1000)
+    with pytest.raises(ModelSourceError, match="divisible by 32"):
+        load_model("torchvision:vit_b_32@1,3,100,100")
+
+
 def test_bert_base_is_a_twelve_layer_encoder_with_few_distinct_tasks(target):
     model = load_model("bert_base")
     assert model.inputs[0].shape == (1, 128, 768)

@@ -155,7 +155,16 @@ def _torchvision(name: str, input_shape: Sequence[int] | None, seed: int) -> Loa
         close = difflib.get_close_matches(builder, classification_models(), n=6, cutoff=0.6)
         hint = f"; similar: {', '.join(close)}" if close else ""
         raise ModelSourceError(name, f"not a torchvision classification model{hint}") from None
-    return _seeded(name, "torchvision", module, tuple(input_shape or DEFAULT_IMAGE_SHAPE), seed)
+    shape = tuple(input_shape or DEFAULT_IMAGE_SHAPE)
+    fixed_size = getattr(module, "image_size", None)
+    if isinstance(fixed_size, int) and tuple(shape[-2:]) != (fixed_size, fixed_size):
+        # A vision transformer's position embedding is sized for one image size, fixed when it is built.
+        patch = getattr(module, "patch_size", 1)
+        if len(shape) != 4 or shape[-1] != shape[-2] or shape[-1] % patch:
+            raise ModelSourceError(name, f"takes square images of a side divisible by {patch}, not {shape}")
+        torch.manual_seed(seed)
+        module = torchvision_model(builder, image_size=shape[-1])
+    return _seeded(name, "torchvision", module, shape, seed)
 
 
 def _seeded(name: str, kind: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> LoadedModel:

@@ -45,9 +45,10 @@ def classification_models() -> list[str]:
     return sorted(models.list_models(module=models))
 
 
-def torchvision_model(name: str) -> nn.Module:
+def torchvision_model(name: str, **config: object) -> nn.Module:
     """torchvision's classification network ``name`` with random initial weights (``weights=None``: nothing
-    is downloaded). Raises ``KeyError`` for a name that is not a classification builder."""
+    is downloaded), built with the builder's keyword arguments ``config`` (e.g. a vision transformer's
+    ``image_size``, in pixels). Raises ``KeyError`` for a name that is not a classification builder."""
     if name not in classification_models():
         raise KeyError(name)
-    return torchvision_models_module().get_model(name, weights=None)
+    return torchvision_models_module().get_model(name, weights=None, **config)
