@@ -156,15 +156,23 @@ def _torchvision(name: str, input_shape: Sequence[int] | None, seed: int) -> Loa
         hint = f"; similar: {', '.join(close)}" if close else ""
         raise ModelSourceError(name, f"not a torchvision classification model{hint}") from None
     shape = tuple(input_shape or DEFAULT_IMAGE_SHAPE)
-    fixed_size = getattr(module, "image_size", None)
-    if isinstance(fixed_size, int) and tuple(shape[-2:]) != (fixed_size, fixed_size):
-        # A vision transformer's position embedding is sized for one image size, fixed when it is built.
-        patch = getattr(module, "patch_size", 1)
-        if len(shape) != 4 or shape[-1] != shape[-2] or shape[-1] % patch:
-            raise ModelSourceError(name, f"takes square images of a side divisible by {patch}, not {shape}")
-        torch.manual_seed(seed)
-        module = torchvision_model(builder, image_size=shape[-1])
+    module = _built_for_image_size(name, module, shape, seed)
     return _seeded(name, "torchvision", module, shape, seed)
+
+
+def _built_for_image_size(name: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> nn.Module:
+    """``module``, or the same torchvision network built anew for the images of ``shape`` when it was built
+    for one image size (a vision transformer: its position embedding has one row per patch)."""
+    from tvm_transfer.networks.torchvision_models import torchvision_model
+
+    fixed_size = getattr(module, "image_size", None)
+    if not isinstance(fixed_size, int) or tuple(shape[-2:]) == (fixed_size, fixed_size):
+        return module
+    patch = getattr(module, "patch_size", 1)
+    if len(shape) != 4 or shape[-1] != shape[-2] or shape[-1] % patch:
+        raise ModelSourceError(name, f"takes square images of a side divisible by {patch}, not {shape}")
+    torch.manual_seed(seed)
+    return torchvision_model(name[len(TORCHVISION_PREFIX) :], image_size=shape[-1])
 
 
 def _seeded(name: str, kind: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> LoadedModel:
