@@ -156,13 +156,15 @@ def _torchvision(name: str, input_shape: Sequence[int] | None, seed: int) -> Loa
         hint = f"; similar: {', '.join(close)}" if close else ""
         raise ModelSourceError(name, f"not a torchvision classification model{hint}") from None
     shape = tuple(input_shape or DEFAULT_IMAGE_SHAPE)
-    module = _built_for_image_size(name, module, shape, seed)
+    module = _built_for_image_size(name, builder, module, shape, seed)
     return _seeded(name, "torchvision", module, shape, seed)
 
 
-def _built_for_image_size(name: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> nn.Module:
-    """``module``, or the same torchvision network built anew for the images of ``shape`` when it was built
-    for one image size (a vision transformer: its position embedding has one row per patch)."""
+def _built_for_image_size(
+    name: str, builder: str, module: nn.Module, shape: tuple[int, ...], seed: int
+) -> nn.Module:
+    """``module``, or torchvision's ``builder`` built anew for the images of ``shape`` when ``module`` was
+    built for one image size (a vision transformer: its position embedding has one row per patch)."""
     from tvm_transfer.networks.torchvision_models import torchvision_model
 
     fixed_size = getattr(module, "image_size", None)
@@ -172,7 +174,7 @@ def _built_for_image_size(name: str, module: nn.Module, shape: tuple[int, ...], 
     if len(shape) != 4 or shape[-1] != shape[-2] or shape[-1] % patch:
         raise ModelSourceError(name, f"takes square images of a side divisible by {patch}, not {shape}")
     torch.manual_seed(seed)
-    return torchvision_model(name[len(TORCHVISION_PREFIX) :], image_size=shape[-1])
+    return torchvision_model(builder, image_size=shape[-1])
 
 
 def _seeded(name: str, kind: str, module: nn.Module, shape: tuple[int, ...], seed: int) -> LoadedModel:
