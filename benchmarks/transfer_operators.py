@@ -21,7 +21,9 @@ Arms. Every operator is tuned alone, per arm and seed (:data:`SEEDS`, ``--seeds`
 
 ``--dev`` is the development study of the policy's parts at these budgets: operators of networks the pack
 does not hold (:data:`DEV_NETWORKS`), one arm per candidate policy (:data:`DEV_ARMS`), the same baseline.
-Each transfer arm keeps the guard's weight after every measured batch.
+Each transfer arm keeps the guard's weight after every measured batch. ``--also-pack LABEL=PATH`` compares
+two packs: every transfer arm is also tuned with the pack at PATH, as arm ``<arm>@LABEL``, and timed in the
+same rounds as the others (separate runs of the benchmark time the same programs several percent apart).
 
 The pick after N trials is the record a run measured fastest among its first N records, in measurement
 order. All picks of an operator, of every arm and seed, are re-timed together
@@ -39,6 +41,7 @@ machine's noise bursts can slow one pick through all rounds of one run.
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_operators --dev --arms A,B   # only these arms of the study
+    nice -n 19 python -m benchmarks.transfer_operators --pack NEW --also-pack before=OLD   # two packs
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
     nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
@@ -162,17 +165,17 @@ def _measure_operator(
 ) -> dict:
     """Tune every arm of one operator with every seed (resuming), re-time all their picks together, and
     return its report row; with the ``earlier`` row of the same operator, each pick keeps the fastest of
-    its earlier and its new timing."""
+    its earlier and its new timing. ``args.arms``: transfer arm -> (policy, the pack it tunes with)."""
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     checkpoints, last = args.checkpoints, args.checkpoints[-1]
     row = {"network": network, "task": task.task_name, **facts, "seeds": list(args.seeds), "arms": {}}
     picks, mods = {}, {}
-    for arm, policy in {**args.arms, BASELINE: None}.items():
+    for arm, (policy, arm_pack) in {**args.arms, BASELINE: (None, pack)}.items():
         row["arms"][arm] = {}
         for seed in args.seeds:
             work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
-            run = _tune(network, task, policy, pack, work_dir, target, last, seed)
+            run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed)
             records = records_in_order(work_dir)
             row["arms"][arm][str(seed)] = {**run, "records": len(records)}
             measured = [seconds for _, seconds in records]
@@ -320,6 +323,9 @@ def _markdown(report: dict) -> str:
         "the same baseline.",
         "",
     ]
+    for label, other in report.get("also_packs", {}).items():
+        used = f"pack `{other['path']}` ({other['describe']})"
+        lines += [f"Arms `<arm>@{label}`: the same policy with {used}.", ""]
     for arm in report["arms"]:
         if len(report["arms"]) > 1:
             lines += [f"## {arm}", ""]
@@ -335,6 +341,17 @@ def _markdown(report: dict) -> str:
     if runs:
         lines += [f"Earlier runs, in this report's JSON under `runs`: {'; '.join(runs)}.", ""]
     return "\n".join(lines + _guard_lines(report))
+
+
+def _also_packs(parser: argparse.ArgumentParser, specs: list[str]) -> dict[str, TransferPack]:
+    """``--also-pack`` values (``LABEL=PATH``) opened: label -> pack."""
+    packs = {}
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        if not label or not path or "@" in label or label in packs:
+            parser.error(f"--also-pack {spec!r}: give LABEL=PATH, a label without '@' used once")
+        packs[label] = TransferPack.open(path)
+    return packs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,6 +379,14 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated arms of the study to tune (default: all; --dev: " + ", ".join(DEV_ARMS) + ")",
     )
     parser.add_argument(
+        "--also-pack",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also tune every transfer arm with this pack, as arm ARM@LABEL, timed with the others "
+        "(repeatable)",
+    )
+    parser.add_argument(
         "--report-name",
         help="results/transfer/<name>.{json,md} (default: transfer_operators, or transfer_operators_dev); "
         "a study on another CPU or pack gets its own",
@@ -378,14 +403,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.arms.split(",")) - set(study_arms) if args.arms else set()
     if unknown:
         parser.error(f"--arms: no arm {', '.join(sorted(unknown))} in this study ({', '.join(study_arms)})")
-    args.arms = {name: study_arms[name] for name in args.arms.split(",")} if args.arms else study_arms
+    policies = {name: study_arms[name] for name in args.arms.split(",")} if args.arms else study_arms
     name = args.report_name or ("transfer_operators_dev" if args.dev else "transfer_operators")
 
     target = host_target()
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
     pack = TransferPack.open(args.pack)
+    also_packs = _also_packs(parser, args.also_pack)
     if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
-        check_held_out(pack, networks, listed=not args.dev)
+        for checked in (pack, *also_packs.values()):
+            check_held_out(checked, networks, listed=not args.dev)
+    args.arms = {arm: (policy, pack) for arm, policy in policies.items()}
+    for label, other in also_packs.items():
+        args.arms |= {f"{arm}@{label}": (policy, other) for arm, policy in policies.items()}
     path = report_path("transfer", name, ".json", args.quick)
     report = None if args.quick else load_resumable(path, pack, target)
     if report is not None and report.get("arms") != list(args.arms):
@@ -406,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": args.seeds,
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
+            "also_packs": {label: run_context(other, target)["pack"] for label, other in also_packs.items()},
         }
     )
     rows = {(r["network"], r["task"]): r for r in report["rows"]}
