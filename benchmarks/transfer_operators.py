@@ -420,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     report = None if args.quick else load_resumable(path, pack, target)
     if report is not None and report.get("arms") != list(args.arms):
         raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
+    created = {label: other.manifest["created"] for label, other in also_packs.items()}
+    if report is not None and {k: v["created"] for k, v in report.get("also_packs", {}).items()} != created:
+        raise SystemExit(f"{path} was measured with other --also-pack packs: move it away to start over")
     if report is not None and report.get("seeds") != args.seeds:
         print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)
         report = None  # the work dirs keep every tuning, so only the picks are re-timed
