@@ -24,22 +24,40 @@ REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
 
 def run_context(pack: TransferPack, target: tvm.target.Target) -> dict:
-    """What a transfer report records about its run: target, machine and the pack (path, summary, creation
-    time, by which a resumed run recognises its pack)."""
+    """What a transfer report records about its run: target, machine and the pack
+    (:func:`pack_context`)."""
     return {
         "target": str(target),
         "target_id": target_id(target),
         "machine": machine_info(),
-        "pack": {"path": str(pack.path), "describe": pack.describe(), "created": pack.manifest["created"]},
+        "pack": pack_context(pack),
     }
 
 
-def load_resumable(path: Path, pack: TransferPack, target: tvm.target.Target) -> dict | None:
+def pack_context(pack: TransferPack) -> dict:
+    """What a report records about a pack: path, summary and creation time (by which a resumed run
+    recognises it)."""
+    return {"path": str(pack.path), "describe": pack.describe(), "created": pack.manifest["created"]}
+
+
+def load_resumable(
+    path: Path,
+    pack: TransferPack,
+    target: tvm.target.Target,
+    also_packs: dict[str, TransferPack] | None = None,
+) -> dict | None:
     """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
-    target, or one holding results of another pack (a resumed run must add to the same comparison)."""
+    target, or one holding results of another pack, or of other second packs (``also_packs``, label ->
+    pack, recorded under the report's ``also_packs``): a resumed run must add to the same comparison."""
     report = json.loads(path.read_text()) if path.is_file() else None
     if report is None:
         return None
+    recorded = {label: other["created"] for label, other in report.get("also_packs", {}).items()}
+    if recorded != {label: other.manifest["created"] for label, other in (also_packs or {}).items()}:
+        raise SystemExit(
+            f"{path} was measured beside other second packs ({', '.join(recorded) or 'none'}): pass "
+            "the same --also-pack, or move the report (and the work dirs tuned with them) away"
+        )
     if report["target_id"] != target_id(target):
         raise SystemExit(
             f"{path} was measured for {report['target_id']}, this machine is {target_id(target)}: "

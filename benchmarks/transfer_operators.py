@@ -61,7 +61,7 @@ from scipy.stats import gmean
 
 from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
 from benchmarks.corpus import HELD_OUT
-from benchmarks.transfer_common import check_held_out, load_resumable, run_context
+from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
@@ -417,12 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, other in also_packs.items():
         args.arms |= {f"{arm}@{label}": (policy, other) for arm, policy in policies.items()}
     path = report_path("transfer", name, ".json", args.quick)
-    report = None if args.quick else load_resumable(path, pack, target)
+    report = None if args.quick else load_resumable(path, pack, target, also_packs)
     if report is not None and report.get("arms") != list(args.arms):
         raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
-    created = {label: other.manifest["created"] for label, other in also_packs.items()}
-    if report is not None and {k: v["created"] for k, v in report.get("also_packs", {}).items()} != created:
-        raise SystemExit(f"{path} was measured with other --also-pack packs: move it away to start over")
     if report is not None and report.get("seeds") != args.seeds:
         print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)
         report = None  # the work dirs keep every tuning, so only the picks are re-timed
@@ -439,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": args.seeds,
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
-            "also_packs": {label: run_context(other, target)["pack"] for label, other in also_packs.items()},
+            "also_packs": {label: pack_context(other) for label, other in also_packs.items()},
         }
     )
     rows = {(r["network"], r["task"]): r for r in report["rows"]}
