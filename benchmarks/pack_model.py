@@ -33,6 +33,7 @@ from tvm_transfer.transfer.pack import TransferPack
 CONTENDERS = {
     "xgboost": ("xgboost", {}),
     "xgboost-rank": ("xgboost", {"objective": "rank:pairwise"}),
+    "xgboost-even": ("xgboost", {"balance_groups": True}),
 }
 METRICS = ("pairwise_accuracy", "peak@1", "peak@5")
 QUICK_NETWORKS = 2
@@ -70,13 +71,14 @@ def _markdown(report: dict) -> str:
     lines.append(
         "| **mean** | | | " + " | ".join(f"**{mean[c][m]:.3f}**" for m in METRICS for c in contenders) + " |"
     )
-    wins = report["wins"]
-    lines += [
-        "",
-        "Networks where the second contender beats the first (pairwise accuracy / peak@1): "
-        f"{wins['pairwise_accuracy']} / {wins['peak@1']} of {len(report['rows'])}.",
-        "",
-    ]
+    first = next(iter(contenders))
+    lines.append("")
+    for name, wins in report["wins"].items():
+        lines.append(
+            f"Networks where {name} beats {first} (pairwise accuracy / peak@1): "
+            f"{wins['pairwise_accuracy']} / {wins['peak@1']} of {len(report['rows'])}."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -85,8 +87,20 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pack", default=str(DEFAULT_PACK), help="the pack whose corpus is used")
+    parser.add_argument(
+        "--contenders",
+        default=",".join(CONTENDERS),
+        help=f"comma-separated contenders, the reference first (default and choices: {','.join(CONTENDERS)})",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: two networks, small models")
     args = parser.parse_args(argv)
+    names = args.contenders.split(",")
+    unknown = sorted(set(names) - set(CONTENDERS))
+    if unknown or len(set(names)) != len(names):
+        parser.error(
+            f"--contenders: unknown or repeated {unknown or names}; choose from {', '.join(CONTENDERS)}"
+        )
+    contenders = {name: CONTENDERS[name] for name in names}
 
     pack = TransferPack.open(args.pack)
     frame = pack.corpus()
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "records": len(test),
             "scores": {},
         }
-        for name, (model, params) in CONTENDERS.items():
+        for name, (model, params) in contenders.items():
             start = time.perf_counter()
             fitted = train_model(train, model, seed=0, **params, **extra)
             row["scores"][name] = evaluate_predictions(test, fitted.predict_frame(test))
@@ -113,18 +127,21 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         rows.append(row)
-    first, second = list(CONTENDERS)[:2]
+    first, *others = contenders
     report = {
         "machine": machine_info(),
         "commit": git_commit(),
         "pack": str(args.pack),
         "records": len(frame),
-        "contenders": {name: {"model": m, "params": p} for name, (m, p) in CONTENDERS.items()},
+        "contenders": {name: {"model": m, "params": p} for name, (m, p) in contenders.items()},
         "rows": rows,
         "mean": {
-            c: {m: float(np.mean([r["scores"][c][m] for r in rows])) for m in METRICS} for c in CONTENDERS
+            c: {m: float(np.mean([r["scores"][c][m] for r in rows])) for m in METRICS} for c in contenders
         },
-        "wins": {m: sum(r["scores"][second][m] > r["scores"][first][m] for r in rows) for m in METRICS},
+        "wins": {
+            other: {m: sum(r["scores"][other][m] > r["scores"][first][m] for r in rows) for m in METRICS}
+            for other in others
+        },
     }
     write_report("transfer", "pack_model", report, _markdown(report), args.quick)
     return 0

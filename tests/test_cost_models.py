@@ -10,6 +10,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.builder import PersistentBuilder
+from tvm_transfer.common.boosters import group_balanced_weights
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.gbdt import LightGBMCostModel, XGBoostCostModel
 from tvm_transfer.cost_model.mlp import MLPCostModel
@@ -149,6 +150,30 @@ def test_a_ranking_xgboost_ranks_a_task_and_keeps_its_objective_when_saved_and_f
     assert not np.array_equal(tuned.predict(context, candidates), ranker.predict(context, candidates))
     with pytest.raises(ValueError, match=r"unknown objective 'rank:ndcg'; choose from"):
         make_cost_model("xgboost", objective="rank:ndcg")
+
+
+def test_a_group_balanced_xgboost_weighs_every_group_the_same(tmp_path):
+    weights = group_balanced_weights(np.array(["big"] * 12 + ["small"] * 3))
+    np.testing.assert_allclose([weights[:12].sum(), weights[12:].sum()], [7.5, 7.5])
+    assert weights.mean() == pytest.approx(1.0)
+    rows = np.random.default_rng(0).random((30, 336))
+    labels = np.linspace(0.1, 1.0, 30)
+
+    def predictions(groups, balance_groups):
+        model = make_cost_model("xgboost", num_rounds=20, balance_groups=balance_groups)
+        return model.fit_features(rows, labels, groups).predict_features(rows)
+
+    even, uneven = ["a"] * 15 + ["b"] * 15, ["a"] * 27 + ["b"] * 3
+    # Groups of one size: every weight is 1, so the model is the plain one.
+    np.testing.assert_array_equal(predictions(even, True), predictions(even, False))
+    assert not np.array_equal(predictions(uneven, True), predictions(uneven, False))
+    model = make_cost_model("xgboost", num_rounds=20, balance_groups=True).fit_features(rows, labels, uneven)
+    model.save(str(tmp_path / "even.model"))
+    restored = load_cost_model(str(tmp_path / "even.model"))
+    assert restored.balance_groups and restored.fine_tuned().balance_groups
+    np.testing.assert_array_equal(restored.predict_features(rows), model.predict_features(rows))
+    with pytest.raises(ValueError, match="'rank:pairwise' ranks within groups already"):
+        make_cost_model("xgboost", objective="rank:pairwise", balance_groups=True)
 
 
 def test_corrupt_file_is_a_clear_error(tmp_path):

@@ -319,6 +319,8 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     errors = (OSError, ValueError)
     assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "plain")], errors=errors) == 1
     assert "is not a transfer pack; choose another -o" in capsys.readouterr().err
+    assert command.run(parser, ["pack", "-o", str(tmp_path / "nothing.pack")]) == 2  # nothing to pack
+    assert "give WORK_DIR... to pack, or --extend BASE_PACK" in capsys.readouterr().err
 
 
 def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack, monkeypatch, tmp_path):
@@ -422,3 +424,12 @@ def test_a_pack_extends_another_and_counts_a_run_once(tuned_mlp, tmp_path):
         ValueError, match=r"keeps 3 records per task and target: an extension of it cannot keep 4"
     ):
         build_pack([work_dir], tmp_path / "x.pack", top_k=4, models=(), base=extended)
+    # Without work dirs an extension changes only the models: the same corpus and schedules, and a model
+    # file given is packed byte for byte.
+    model_file = extended.path / extended.manifest["models"]["xgboost"]
+    repacked = build_pack([], tmp_path / "repacked.pack", model_files=[model_file], models=(), base=extended)
+    assert repacked.manifest["records"] == extended.manifest["records"]
+    assert repacked.schedules().entries == extended.schedules().entries
+    assert (repacked.path / repacked.manifest["models"]["xgboost"]).read_bytes() == model_file.read_bytes()
+    with pytest.raises(ValueError, match="no work dirs and no base pack"):
+        build_pack([], tmp_path / "x.pack", models=())

@@ -14,10 +14,11 @@ __all__ = ["PACK"]
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "work_dirs",
-        nargs="+",
+        nargs="*",
         metavar="WORK_DIR",
         help="MetaSchedule work dirs (tvm-transfer tune / tune-network / compile --work-dir, or a "
-        "`tenset-tools collect --work-dir`), or folders holding them",
+        "`tenset-tools collect --work-dir`), or folders holding them; none with --extend to change only "
+        "the base pack's models",
     )
     parser.add_argument("-o", "--out", required=True, metavar="PACK", help="the pack folder to write")
     parser.add_argument(
@@ -59,6 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     from tvm_transfer.cost_model import COST_MODELS
     from tvm_transfer.transfer.pack import TransferPack, build_pack
 
+    if not args.work_dirs and not args.extend:
+        raise UsageError("give WORK_DIR... to pack, or --extend BASE_PACK to change only its models")
     chosen = args.model or ["xgboost"]
     names, files = [], []
     for item in chosen:

@@ -27,6 +27,13 @@ def group_order(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.unique(groups[order], return_inverse=True)[1].astype(np.uint32)
 
 
+def group_balanced_weights(groups: np.ndarray) -> np.ndarray:
+    """Row weights under which every group weighs the same in total and the rows' mean weight is 1, so a
+    group measured 200 times counts as much as one measured 5 times; ``groups``: any sortable labels."""
+    _, inverse, counts = np.unique(np.asarray(groups), return_inverse=True, return_counts=True)
+    return (len(inverse) / (len(counts) * counts))[inverse]
+
+
 def train_booster(
     params: dict[str, Any],
     features: np.ndarray,

@@ -14,6 +14,7 @@ from tvm_transfer.common.boosters import (
     booster_bytes,
     booster_from_bytes,
     check_objective,
+    group_balanced_weights,
     group_order,
     train_booster,
 )
@@ -32,6 +33,10 @@ class XGBoostCostModel(LearnedCostModel):
         within a workload, which is all a search asks of it; its scores are not throughputs.
     num_rounds, max_depth, learning_rate, min_child_weight, subsample:
         The booster's hyper-parameters (XGBoost's names).
+    balance_groups:
+        Weigh every group (e.g. task and target) the same in the regression, however many of its
+        candidates were measured, instead of every row the same (a corpus measures its heaviest tasks most).
+        Only for ``"reg:squarederror"``: a ranking loss is computed within groups already.
     prior_rounds:
         Leading boosting rounds of the booster that are a fixed prior the model learns a correction of
         (set by :meth:`fine_tuned`; 0: none).
@@ -48,12 +53,18 @@ class XGBoostCostModel(LearnedCostModel):
         learning_rate: float = 0.1,
         min_child_weight: float = 1.0,
         subsample: float = 0.9,
+        balance_groups: bool = False,
         seed: int = 0,
         use_hardware_features: bool = True,
         prior_rounds: int = 0,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
         self.objective = check_objective(objective)
+        if balance_groups and self.objective != "reg:squarederror":
+            raise ValueError(
+                f"balance_groups weighs the rows of a regression; {objective!r} ranks within groups already"
+            )
+        self.balance_groups = balance_groups
         self.num_rounds = num_rounds
         self.prior_rounds = prior_rounds
         self.max_depth = max_depth
@@ -90,11 +101,12 @@ class XGBoostCostModel(LearnedCostModel):
         if self._prior is not None:  # else XGBoost's sampling on top of a booster depends on its past
             params["seed_per_iteration"] = True
         qid = None
+        weight = group_balanced_weights(groups) if self.balance_groups else None
         if self.objective != "reg:squarederror":
             order, qid = group_order(groups)
             features, targets = features[order], targets[order]
         self._booster = train_booster(
-            params, features, targets, self.num_rounds, qid=qid, start_from=self._prior
+            params, features, targets, self.num_rounds, weight=weight, qid=qid, start_from=self._prior
         )
 
     def _predict(self, features: np.ndarray) -> np.ndarray:

@@ -262,8 +262,9 @@ def build_pack(
 
     Extending ``base`` keeps its corpus and kept records beside the new ones (a measured candidate found in
     both counts once) and its excluded networks (which stay excluded); the models are trained anew on the
-    whole corpus. Raises ``ValueError`` when ``base`` holds a network of ``exclude_networks``, or when
-    ``top_k`` exceeds the base's (its other tasks' records beyond its ``top_k`` are gone).
+    whole corpus. Extending it with no work dirs changes only its models. Raises ``ValueError`` when
+    ``base`` holds a network of ``exclude_networks``, when ``top_k`` exceeds the base's (its other tasks'
+    records beyond its ``top_k`` are gone), or when there are neither work dirs nor ``base``.
     """
     from tenset_tools.metaschedule import convert_databases, databases_under, read_sidecar
     from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
@@ -295,18 +296,22 @@ def build_pack(
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
     sources = [s for s in sources if s not in left_out]
-    if not sources:
-        raise ValueError(f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network")
+    if not sources and (base is None or work_dirs):
+        raise ValueError(
+            f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network"
+            if work_dirs
+            else "no work dirs and no base pack: give work dirs, or a base pack to change only its models"
+        )
     temporary = out.parent / f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     temporary.mkdir()
     try:
         say(f"corpus: converting {len(sources)} work dir(s); {len(left_out)} of excluded networks left out")
         converted = temporary / f"new-{CORPUS_FILE}"
-        stats = convert_databases(sources, converted)
-        merged = [base.path / CORPUS_FILE, converted] if base is not None else [converted]
-        corpus_records = merge_datasets(merged, temporary / CORPUS_FILE)
-        converted.unlink()
-        say(f"corpus: {corpus_records} records ({stats.records} converted)")
+        new_records = convert_databases(sources, converted).records if sources else 0
+        merged = [base.path / CORPUS_FILE] if base is not None else []
+        corpus_records = merge_datasets(merged + ([converted] if sources else []), temporary / CORPUS_FILE)
+        converted.unlink(missing_ok=True)
+        say(f"corpus: {corpus_records} records ({new_records} converted)")
         base_schedules = base.schedules() if base is not None else None
         schedules = ScheduleDatabase.build(sources, temporary / SCHEDULES_DIR, top_k, base_schedules)
         say(f"schedules: {len(schedules.entries)} records of {schedules.workload_count} workloads")
