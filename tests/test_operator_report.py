@@ -1,0 +1,68 @@
+"""The per-operator report's arithmetic: the ratios and goal verdicts the held-out operators are judged on."""
+
+import argparse
+import math
+
+import pytest
+
+from benchmarks import transfer_operators as report_module
+
+BASELINE = report_module.BASELINE
+
+
+def _row(transfer_s, baseline_s, checkpoints=(16, 64)):
+    """A row of one transfer arm: ``transfer_s[seed][n]`` and ``baseline_s[seed]`` are the re-timed seconds
+    of each pick (``None``: no pick); every pick measured 10% slower in tuning than re-timed."""
+    picks, latency = {}, {}
+    for seed, by_n in enumerate(transfer_s):
+        for n in checkpoints:
+            if by_n.get(n) is not None:
+                key = f"transfer-{seed}-{n}"
+                pick = {"key": key, "measured_s": by_n[n] * 1.1}
+                picks[report_module._pick_key("transfer", seed, n)] = pick
+                latency[key] = by_n[n]
+    for seed, seconds in enumerate(baseline_s):
+        key = f"base-{seed}"
+        picks[report_module._pick_key(BASELINE, seed, checkpoints[-1])] = {"key": key, "measured_s": seconds}
+        latency[key] = seconds
+    return {"picks": picks, "latency_s": latency}
+
+
+def test_a_ratio_is_the_geometric_mean_over_seeds_against_the_baselines():
+    row = _row([{16: 2e-6, 64: 1e-6}, {16: 8e-6, 64: 4e-6}], [2e-6, 8e-6])
+    out = report_module._ratios(row, ["transfer"], [0, 1], (16, 64))
+    assert out["baseline_us"] == pytest.approx(4.0)
+    assert out["ratio"]["transfer"]["16"] == pytest.approx(1.0)
+    assert out["ratio"]["transfer"]["64"] == pytest.approx(0.5)
+    assert out["ratio_by_seed"]["transfer"]["16"] == pytest.approx([0.5, 2.0])  # each against the mean
+    assert out["ratio_measured"]["transfer"]["16"] == pytest.approx(1.1)
+
+
+def test_a_missing_pick_is_infinitely_slow_and_a_missing_baseline_gives_no_ratio():
+    out = report_module._ratios(_row([{16: None, 64: 1e-6}], [2e-6]), ["transfer"], [0], (16, 64))
+    assert out["ratio"]["transfer"]["16"] == math.inf and out["ratio"]["transfer"]["64"] == pytest.approx(0.5)
+    row = _row([{16: 1e-6, 64: 1e-6}], [2e-6])
+    row["latency_s"]["base-0"] = math.inf  # the baseline's pick failed when re-timed
+    out = report_module._ratios(row, ["transfer"], [0], (16, 64))
+    assert out["baseline_us"] is None and out["ratio"]["transfer"]["16"] is None
+
+
+def test_the_summary_judges_the_goals_at_16_trials_over_the_operators_with_a_ratio():
+    rows = [{"ratio": {"transfer": {"16": r, "64": 0.9}}} for r in (0.8, 1.6, None)]
+    summary = report_module._summary({"arms": ["transfer"], "checkpoints": [16, 64], "rows": rows})
+    arm = summary["transfer"]
+    assert arm["geomean"]["16"] == pytest.approx(math.sqrt(0.8 * 1.6))  # the unmeasured third is left out
+    assert arm["worst"]["16"] == pytest.approx(1.6)
+    assert list(arm["goals"].values()) == [False, False]  # 1.131 > 1.0 and 1.6 > 1.5
+    rows[1]["ratio"]["transfer"]["16"] = 1.2
+    arm = report_module._summary({"arms": ["transfer"], "checkpoints": [16, 64], "rows": rows})["transfer"]
+    assert list(arm["goals"].values()) == [True, True]  # sqrt(0.96) and 1.2
+    empty = report_module._summary({"arms": ["transfer"], "checkpoints": [16], "rows": []})["transfer"]
+    assert list(empty["goals"].values()) == [None, None]
+
+
+@pytest.mark.parametrize("spec", ["=work/p", "vit=", "a@b=work/p"])
+def test_a_second_pack_needs_a_plain_label_and_a_path(spec, capsys):
+    with pytest.raises(SystemExit):
+        report_module._also_packs(argparse.ArgumentParser(prog="transfer_operators"), [spec])
+    assert "give LABEL=PATH, a label without '@' used once" in capsys.readouterr().err
