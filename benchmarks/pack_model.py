@@ -10,6 +10,7 @@ candidates of one task, which is what these metrics score; the RMSE of a ranking
 
     nice -n 19 python -m benchmarks.pack_model          # the shipped pack's corpus; minutes on 2 cores
     python -m benchmarks.pack_model --quick             # smoke: two networks held out, small models
+    python -m benchmarks.pack_model --contenders xgboost,xgboost-even   # some contenders, the reference first
 
 Writes ``benchmarks/results/transfer/pack_model.{json,md}``.
 """
