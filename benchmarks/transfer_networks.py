@@ -420,6 +420,14 @@ def _cell(row: dict, arm: str) -> str:
     return f"{value:.3f} ({_geomean(ratios):.3f}{each})"
 
 
+def _fastest_other(points: list[dict]) -> tuple[str, float] | None:
+    """The other runtime (PyTorch, ONNX Runtime) fastest at any of ``points`` and its latency (ms), or
+    ``None`` when none was timed."""
+    names = [RUNTIMES[k] for k in REFERENCES]
+    timed = [(name, v["ms"]) for p in points for name in names if (v := p["latency"].get(name)) and v["ms"]]
+    return min(timed, key=lambda item: item[1], default=None)
+
+
 def _markdown(report: dict) -> str:
     arms = report["arms"]
     lines = [
@@ -472,14 +480,9 @@ def _markdown(report: dict) -> str:
             missing = [b for b in report["budgets"] if (b, seed) not in present]
             if missing:
                 lines.append(f"\nSeed {seed}: budgets not reached yet: {', '.join(map(str, missing))}.")
-        others = {
-            RUNTIMES[k]: v["ms"]
-            for p in points
-            for k in REFERENCES
-            if (v := p["latency"].get(RUNTIMES[k])) and v["ms"]
-        }
-        if others:
-            name, best = min(others.items(), key=lambda kv: kv[1])
+        fastest = _fastest_other(points)
+        if fastest is not None:
+            name, best = fastest
             lines.append(
                 f"\nBest non-TVM runtime: {name} {best:.3f} ms. At {rows[-1]['budget']} trials, against the "
                 f"fastest other runtime timed beside it: {_against_others(report, rows[-1])}."

@@ -74,3 +74,9 @@ def test_other_runtimes_are_compared_within_each_seeds_own_timing():
     assert report_module._against_others(report, row) == (
         f"no-transfer {no_transfer:.2f}x (1.03, 1.01), transfer {transfer:.2f}x (1.06, 0.99)"
     )
+
+
+def test_the_fastest_other_runtime_is_the_fastest_over_every_point():
+    points = [_point(50, 0, 80.0, 100.0, onnx=12.0), _point(50, 1, 80.0, 100.0, onnx=15.0)]
+    assert report_module._fastest_other(points) == ("ONNX Runtime", 12.0)
+    assert report_module._fastest_other([_point(50, 0, 80.0, 100.0)]) is None
