@@ -296,20 +296,18 @@ def build_pack(
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
     sources = [s for s in sources if s not in left_out]
-    if not sources and (base is None or work_dirs):
-        raise ValueError(
-            f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network"
-            if work_dirs
-            else "no work dirs and no base pack: give work dirs, or a base pack to change only its models"
-        )
+    if work_dirs and not sources:
+        raise ValueError(f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network")
+    if not work_dirs and base is None:
+        raise ValueError("no work dirs and no base pack: give work dirs, or a base pack to change its models")
     temporary = out.parent / f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     temporary.mkdir()
     try:
         say(f"corpus: converting {len(sources)} work dir(s); {len(left_out)} of excluded networks left out")
         converted = temporary / f"new-{CORPUS_FILE}"
         new_records = convert_databases(sources, converted).records if sources else 0
-        merged = [base.path / CORPUS_FILE] if base is not None else []
-        corpus_records = merge_datasets(merged + ([converted] if sources else []), temporary / CORPUS_FILE)
+        parts = [base.path / CORPUS_FILE] if base is not None else []
+        corpus_records = merge_datasets(parts + ([converted] if sources else []), temporary / CORPUS_FILE)
         converted.unlink(missing_ok=True)
         say(f"corpus: {corpus_records} records ({new_records} converted)")
         base_schedules = base.schedules() if base is not None else None
