@@ -483,10 +483,14 @@ def _markdown(report: dict) -> str:
         fastest = _fastest_other(points)
         if fastest is not None:
             name, best = fastest
-            lines.append(
-                f"\nBest non-TVM runtime: {name} {best:.3f} ms. At {rows[-1]['budget']} trials, against the "
-                f"fastest other runtime timed beside it: {_against_others(report, rows[-1])}."
-            )
+            lines.append(f"\nBest non-TVM runtime: {name} {best:.3f} ms.")
+            # Other runtimes are timed at the first and last budgets only.
+            beside = [row for row in rows if _against_others(report, row)]
+            if beside:
+                lines[-1] += (
+                    f" At {beside[-1]['budget']} trials, against the fastest other runtime timed beside it: "
+                    f"{_against_others(report, beside[-1])}."
+                )
         lines.append(
             f"\nSmallest budget within {NOISE:.2f}x of no-transfer's latency at "
             f"{rows[-1]['budget']} trials: {_reached_line(report, network, rows)}\n"
