@@ -484,12 +484,14 @@ def _markdown(report: dict) -> str:
         if fastest is not None:
             name, best = fastest
             lines.append(f"\nBest non-TVM runtime: {name} {best:.3f} ms.")
-            # Other runtimes are timed at the first and last budgets only.
-            beside = [row for row in rows if _against_others(report, row)]
-            if beside:
+            # Other runtimes are timed at the first and last budgets only: the last row that timed them.
+            beside = (
+                (row["budget"], text) for row in reversed(rows) if (text := _against_others(report, row))
+            )
+            if (last := next(beside, None)) is not None:
+                budget, against = last
                 lines[-1] += (
-                    f" At {beside[-1]['budget']} trials, against the fastest other runtime timed beside it: "
-                    f"{_against_others(report, beside[-1])}."
+                    f" At {budget} trials, against the fastest other runtime timed beside it: {against}."
                 )
         lines.append(
             f"\nSmallest budget within {NOISE:.2f}x of no-transfer's latency at "
