@@ -174,6 +174,9 @@ def test_a_group_balanced_xgboost_weighs_every_group_the_same(tmp_path):
     np.testing.assert_array_equal(restored.predict_features(rows), model.predict_features(rows))
     with pytest.raises(ValueError, match="'rank:pairwise' ranks within groups already"):
         make_cost_model("xgboost", objective="rank:pairwise", balance_groups=True)
+    with pytest.raises(ValueError, match="'rank:pairwise' ranks within groups already"):
+        model.set_params(objective="rank:pairwise")
+    assert model.objective == "reg:squarederror"  # refused before anything changed
 
 
 def test_corrupt_file_is_a_clear_error(tmp_path):

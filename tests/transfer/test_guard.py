@@ -131,6 +131,23 @@ def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, tar
     assert len(extractions) == 2 and guard.online_.num_samples == online_rows + n
 
 
+def test_selection_power_keeps_the_order_and_concentrates_scores_on_the_top_ranks(pack, tuned_mlp, target):
+    work_dir, _ = tuned_mlp
+    plain = GuardedCostModel(pack.model(), min_measured=4)
+    sharp = GuardedCostModel(pack.model(), min_measured=4, selection_power=4.0)
+    context, candidates = _replay(plain, work_dir, target)[0]
+    _replay(sharp, work_dir, target)
+    blended, sharpened = plain.predict(context, candidates), sharp.predict(context, candidates)
+    n = len(candidates)
+    assert np.array_equal(sharpened, (rankdata(blended) / n) ** 4.0)
+    assert np.array_equal(rankdata(sharpened), rankdata(blended)) and sharpened.max() == 1.0
+    # The share of the top half of the ranks in a draw proportional to the scores grows with the power.
+    top = rankdata(blended) > n / 2
+    assert sharpened[top].sum() / sharpened.sum() > (rankdata(blended)[top]).sum() / rankdata(blended).sum()
+    with pytest.raises(ValueError, match="selection_power must be > 0"):
+        GuardedCostModel(pack.model(), selection_power=0.0)
+
+
 def test_only_models_of_the_pooled_features_take_shared_rows():
     pooled = make_cost_model("xgboost").shared_features_key()
     assert pooled is not None and make_cost_model("lightgbm").shared_features_key() == pooled

@@ -53,6 +53,8 @@ def test_a_policy_uses_only_the_parts_it_names(pack):
     assert model_only.name == "model" and model_only.search_strategy(pack, options) is None
     as_packed = model_only.cost_model(pack)
     assert as_packed.pretrained.prior_rounds == 0 and not as_packed.adapt_pretrained
+    assert as_packed.selection_power is None
+    assert TransferPolicy(selection_power=4.0).cost_model(pack).selection_power == 4.0
     seeds_only = TransferPolicy(pretrained_model=False, measure_other_targets=False)
     assert seeds_only.name == "seeds" and seeds_only.cost_model(pack) == "xgboost"
     assert seeds_only.search_strategy(pack, options).rank_pool == 0  # no model to rank the seeds

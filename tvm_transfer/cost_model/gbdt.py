@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import lightgbm
 import numpy as np
@@ -19,6 +19,15 @@ from tvm_transfer.common.boosters import (
     train_booster,
 )
 from tvm_transfer.cost_model.base import LearnedCostModel
+
+
+def _check_weighting(objective: str, balance_groups: bool) -> None:
+    """Raise ``ValueError`` for an unknown ``objective`` or for group weights on a ranking objective."""
+    check_objective(objective)
+    if balance_groups and objective != "reg:squarederror":
+        raise ValueError(
+            f"balance_groups weighs the rows of a regression; {objective!r} ranks within groups already"
+        )
 
 
 @derived_object
@@ -59,11 +68,8 @@ class XGBoostCostModel(LearnedCostModel):
         prior_rounds: int = 0,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
-        self.objective = check_objective(objective)
-        if balance_groups and self.objective != "reg:squarederror":
-            raise ValueError(
-                f"balance_groups weighs the rows of a regression; {objective!r} ranks within groups already"
-            )
+        _check_weighting(objective, balance_groups)
+        self.objective = objective
         self.balance_groups = balance_groups
         self.num_rounds = num_rounds
         self.prior_rounds = prior_rounds
@@ -73,6 +79,12 @@ class XGBoostCostModel(LearnedCostModel):
         self.subsample = subsample
         self._booster: xgboost.Booster | None = None
         self._prior: xgboost.Booster | None = None
+
+    def set_params(self, **params: Any) -> XGBoostCostModel:
+        """Change hyper-parameters, checked together as the constructor checks them."""
+        merged = {**self.get_params(), **params}
+        _check_weighting(merged["objective"], merged["balance_groups"])
+        return super().set_params(**params)
 
     def fine_tuned(self, num_rounds: int = 20) -> XGBoostCostModel:
         """A new model that predicts as this fitted one until it learns, then learns what it is given as a

@@ -20,6 +20,12 @@ likely misleading on the next), or 1 before any measurement. Scores are blended 
 ``w * rank(pretrained) + (1 - w) * rank(online)`` (ranks scaled to (0, 1]), because the two models'
 scores are on different scales. Both models keep learning from every batch (``adapt_pretrained=False``
 leaves the pretrained one as it is). Every decision is kept in :attr:`GuardedCostModel.decisions_`.
+
+MetaSchedule's evolutionary search draws each generation's parents in proportion to their scores (clipped
+at 0), so the scores' spread, not only their order, sets how strongly it follows the model. With
+``selection_power`` the guard returns ``(rank / n) ** selection_power`` of its scores instead: the same
+order (and so the same measured picks from one population) with parents drawn more often from the top
+ranks, whatever the scale of the model behind them.
 """
 
 from __future__ import annotations
@@ -92,6 +98,10 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         Also ``update`` the pretrained model with every batch (fine-tuning it online). Off by default: a
         model holding a large corpus refits on all of it after every batch, and the guard's correlation
         is cleanest for a model that does not change during the run.
+    selection_power:
+        Return the scores as their ranks scaled to (0, 1], raised to this power (dimensionless, > 0), to
+        set how strongly the evolutionary search draws parents from the top ranks; ``None``: the scores
+        as blended.
     """
 
     def __init__(
@@ -105,6 +115,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         min_batch: int = 4,
         min_measured: int = 16,
         adapt_pretrained: bool = False,
+        selection_power: float | None = None,
     ) -> None:
         super().__init__()
         if not margin > 0:
@@ -117,6 +128,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             raise ValueError(f"min_measured ({min_measured}) must be at least min_batch ({min_batch})")
         if not -1.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {threshold}")
+        if selection_power is not None and not selection_power > 0:
+            raise ValueError(f"selection_power must be > 0 (an exponent of ranks), got {selection_power}")
         self.pretrained = pretrained
         self.online = online
         self.threshold = threshold
@@ -125,6 +138,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         self.min_batch = min_batch
         self.min_measured = min_measured
         self.adapt_pretrained = adapt_pretrained
+        self.selection_power = selection_power
         self.online_ = online if online is not None else _tvm_xgb_nowarmup()
         self.decisions_: list[GuardDecision] = []
         self._pairs: dict[str, tuple[list[float], list[float]]] = {}
@@ -158,9 +172,16 @@ class GuardedCostModel(PyCostModel, HyperParameters):
 
     # ---- PyCostModel -----------------------------------------------------------------------------------
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
-        """Blended scores (higher is better): see the module docstring."""
+        """Blended scores (higher is better), sharpened with ``selection_power``: see the module
+        docstring."""
         if not candidates:
             return np.zeros(0)
+        scores = self._blend(context, candidates)
+        if self.selection_power is None:
+            return scores
+        return (rankdata(scores) / len(scores)) ** self.selection_power
+
+    def _blend(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
         weight = self.weight(shash2hex(context.mod))
         if weight >= 1.0:
             return _scores(self.pretrained, context, candidates)

@@ -76,6 +76,9 @@ class TransferPolicy:
         (at most one batch; the cost model chooses when there are more), before the search proper.
     model_name:
         The pack's model that ranks as the pretrained one (``None``: the pack's default model).
+    selection_power:
+        Sharpen the guarded model's scores so that the evolutionary search draws parents more often from
+        its top ranks (``GuardedCostModel(selection_power=...)``; ``None``: the scores as they are).
     """
 
     pretrained_model: bool = True
@@ -88,6 +91,7 @@ class TransferPolicy:
     refine_exact: bool = True
     measure_other_targets: bool = True
     model_name: str | None = None
+    selection_power: float | None = None
 
     @property
     def name(self) -> str:
@@ -119,6 +123,7 @@ class TransferPolicy:
             online=resolve_cost_model(online, seed),
             min_measured=self.guard_min_measured,
             adapt_pretrained=tuned,
+            selection_power=self.selection_power,
         )
 
     def search_strategy(
