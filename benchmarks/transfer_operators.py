@@ -91,7 +91,8 @@ DEV_ARMS = {
     "tuned-model-guard16-anchor1": TransferPolicy(fine_tune=True, measured_seeds=1),
     "tuned-model-guard16-anchor1-once": TransferPolicy(fine_tune=True, measured_seeds=1, keep_seeds=False),
     "tuned-rank-model-guard16": TransferPolicy(seed_search=False, fine_tune=True, model_name="xgboost-rank"),
-    "tuned-model-guard16-sharp4": TransferPolicy(seed_search=False, fine_tune=True, selection_power=4.0),
+    "tuned-model-guard16-power4": TransferPolicy(seed_search=False, fine_tune=True, selection_power=4.0),
+    "tuned-model-guard16-linear": TransferPolicy(seed_search=False, fine_tune=True, blend="linear"),
 }
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)

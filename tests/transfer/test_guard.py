@@ -124,26 +124,37 @@ def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, tar
     )
     assert np.array_equal(guard.predict(context, candidates), expected)
     assert len(extractions) == 1
+    # A linear blend scores each candidate alone, as the search's comparison across generations needs; a
+    # blend of ranks within the call does not.
+    guard.set_params(blend="linear")
+    pretrained = guard.pretrained.predict(context, candidates)
+    online = guard.online_.predict(context, candidates)
+    np.testing.assert_allclose(
+        guard.predict(context, candidates), weight * pretrained + (1 - weight) * online
+    )
+    np.testing.assert_allclose(guard.predict(context, candidates[:1]), guard.predict(context, candidates)[:1])
+    guard.set_params(blend="rank")
+    assert guard.predict(context, candidates[:1])[0] == pytest.approx(1.0)  # alone, it ranks first
+    extractions.clear()
     # Updating scores the pretrained model and teaches the online one from the same single extraction.
     online_rows = guard.online_.num_samples
     results = [ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None) for i in range(n)]
     guard.update(context, candidates, results)
-    assert len(extractions) == 2 and guard.online_.num_samples == online_rows + n
+    assert len(extractions) == 1 and guard.online_.num_samples == online_rows + n
+    with pytest.raises(ValueError, match="unknown blend 'mean'"):
+        GuardedCostModel(guard.pretrained, blend="mean")
 
 
-def test_selection_power_keeps_the_order_and_concentrates_scores_on_the_top_ranks(pack, tuned_mlp, target):
+def test_selection_power_sharpens_every_score_alike_whatever_else_is_scored(pack, tuned_mlp, target):
     work_dir, _ = tuned_mlp
-    plain = GuardedCostModel(pack.model(), min_measured=4)
-    sharp = GuardedCostModel(pack.model(), min_measured=4, selection_power=4.0)
-    context, candidates = _replay(plain, work_dir, target)[0]
-    _replay(sharp, work_dir, target)
-    blended, sharpened = plain.predict(context, candidates), sharp.predict(context, candidates)
-    n = len(candidates)
-    assert np.array_equal(sharpened, (rankdata(blended) / n) ** 4.0)
-    assert np.array_equal(rankdata(sharpened), rankdata(blended)) and sharpened.max() == 1.0
-    # The share of the top half of the ranks in a draw proportional to the scores grows with the power.
-    top = rankdata(blended) > n / 2
-    assert sharpened[top].sum() / sharpened.sum() > (rankdata(blended)[top]).sum() / rankdata(blended).sum()
+    context, candidates = _replay(GuardedCostModel(pack.model()), work_dir, target)[0]
+    # Before any measurement the pretrained model alone scores (weight 1).
+    raw = GuardedCostModel(pack.model()).predict(context, candidates)
+    sharp = GuardedCostModel(pack.model(), selection_power=4.0)
+    np.testing.assert_allclose(sharp.predict(context, candidates), np.maximum(raw, 0.0) ** 4)
+    # The search keeps the best-scored candidates of all its generations, each generation scored in its own
+    # call: a candidate's score must not depend on the others scored with it.
+    np.testing.assert_allclose(sharp.predict(context, candidates[:1]), sharp.predict(context, candidates)[:1])
     with pytest.raises(ValueError, match="selection_power must be > 0"):
         GuardedCostModel(pack.model(), selection_power=0.0)
 

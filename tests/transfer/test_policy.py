@@ -54,7 +54,8 @@ def test_a_policy_uses_only_the_parts_it_names(pack):
     as_packed = model_only.cost_model(pack)
     assert as_packed.pretrained.prior_rounds == 0 and not as_packed.adapt_pretrained
     assert as_packed.selection_power is None
-    assert TransferPolicy(selection_power=4.0).cost_model(pack).selection_power == 4.0
+    sharp_linear = TransferPolicy(selection_power=4.0, blend="linear").cost_model(pack)
+    assert sharp_linear.selection_power == 4.0 and sharp_linear.blend == "linear"
     seeds_only = TransferPolicy(pretrained_model=False, measure_other_targets=False)
     assert seeds_only.name == "seeds" and seeds_only.cost_model(pack) == "xgboost"
     assert seeds_only.search_strategy(pack, options).rank_pool == 0  # no model to rank the seeds

@@ -17,21 +17,25 @@ so at or below ``threshold`` the online model alone ranks the candidates, from `
 the pretrained model alone does, linearly in between. A task with no such batch yet takes the weight of
 the correlation pooled over every task seen so far (a model misleading on one task of a new machine is
 likely misleading on the next), or 1 before any measurement. Scores are blended by rank,
-``w * rank(pretrained) + (1 - w) * rank(online)`` (ranks scaled to (0, 1]), because the two models'
-scores are on different scales. Both models keep learning from every batch (``adapt_pretrained=False``
-leaves the pretrained one as it is). Every decision is kept in :attr:`GuardedCostModel.decisions_`.
+``w * rank(pretrained) + (1 - w) * rank(online)`` (ranks scaled to (0, 1]), for models whose scores are
+on different scales; ``blend="linear"`` blends the scores themselves, ``w * pretrained + (1 - w) *
+online``, for models that both predict the task's normalised throughput (ours do). Only a linear blend
+scores a candidate the same whatever else is scored with it, which the evolutionary search assumes: the
+batch it measures is the best-scored of all its generations, each generation scored in its own call.
+Both models keep learning from every batch (``adapt_pretrained=False`` leaves the pretrained one as it
+is). Every decision is kept in :attr:`GuardedCostModel.decisions_`.
 
 MetaSchedule's evolutionary search draws each generation's parents in proportion to their scores (clipped
 at 0), so the scores' spread, not only their order, sets how strongly it follows the model. With
-``selection_power`` the guard returns ``(rank / n) ** selection_power`` of its scores instead: the same
-order (and so the same measured picks from one population) with parents drawn more often from the top
-ranks, whatever the scale of the model behind them.
+``selection_power`` the guard returns ``max(score, 0) ** selection_power``: the same order with parents
+drawn more often from the top, the same transform in every call.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.stats import rankdata, spearmanr
@@ -98,11 +102,14 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         Also ``update`` the pretrained model with every batch (fine-tuning it online). Off by default: a
         model holding a large corpus refits on all of it after every batch, and the guard's correlation
         is cleanest for a model that does not change during the run.
+    blend:
+        ``"rank"`` or ``"linear"``: how the two models' scores are blended while both have a share.
     selection_power:
-        Return the scores as their ranks scaled to (0, 1], raised to this power (dimensionless, > 0), to
-        set how strongly the evolutionary search draws parents from the top ranks; ``None``: the scores
-        as blended.
+        Return the scores clipped at 0 and raised to this power (dimensionless, > 0), to set how strongly
+        the evolutionary search draws parents from the top; ``None``: the scores as blended.
     """
+
+    choices: ClassVar[dict[str, tuple]] = {"blend": ("rank", "linear")}
 
     def __init__(
         self,
@@ -115,9 +122,11 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         min_batch: int = 4,
         min_measured: int = 16,
         adapt_pretrained: bool = False,
+        blend: str = "rank",
         selection_power: float | None = None,
     ) -> None:
         super().__init__()
+        self._check_choices({"blend": blend})
         if not margin > 0:
             raise ValueError(f"margin must be > 0 (a rank correlation difference), got {margin}")
         if window < 1:
@@ -138,6 +147,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         self.min_batch = min_batch
         self.min_measured = min_measured
         self.adapt_pretrained = adapt_pretrained
+        self.blend = blend
         self.selection_power = selection_power
         self.online_ = online if online is not None else _tvm_xgb_nowarmup()
         self.decisions_: list[GuardDecision] = []
@@ -179,7 +189,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         scores = self._blend(context, candidates)
         if self.selection_power is None:
             return scores
-        return (rankdata(scores) / len(scores)) ** self.selection_power
+        return np.maximum(scores, 0.0) ** self.selection_power
 
     def _blend(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
         weight = self.weight(shash2hex(context.mod))
@@ -190,6 +200,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         rows = self._shared_rows(context, candidates)
         online = _scores(self.online_, context, candidates, rows)
         pretrained = _scores(self.pretrained, context, candidates, rows)
+        if self.blend == "linear":
+            return weight * pretrained + (1.0 - weight) * online
         n = len(candidates)
         return weight * rankdata(pretrained) / n + (1.0 - weight) * rankdata(online) / n
 

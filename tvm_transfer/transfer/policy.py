@@ -76,6 +76,9 @@ class TransferPolicy:
         (at most one batch; the cost model chooses when there are more), before the search proper.
     model_name:
         The pack's model that ranks as the pretrained one (``None``: the pack's default model).
+    blend:
+        How the guard blends the pretrained and the online model's scores while both have a share:
+        ``"rank"`` or ``"linear"`` (``GuardedCostModel(blend=...)``).
     selection_power:
         Sharpen the guarded model's scores so that the evolutionary search draws parents more often from
         its top ranks (``GuardedCostModel(selection_power=...)``; ``None``: the scores as they are).
@@ -91,6 +94,7 @@ class TransferPolicy:
     refine_exact: bool = True
     measure_other_targets: bool = True
     model_name: str | None = None
+    blend: str = "rank"
     selection_power: float | None = None
 
     @property
@@ -123,6 +127,7 @@ class TransferPolicy:
             online=resolve_cost_model(online, seed),
             min_measured=self.guard_min_measured,
             adapt_pretrained=tuned,
+            blend=self.blend,
             selection_power=self.selection_power,
         )
 
