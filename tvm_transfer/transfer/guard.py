@@ -138,7 +138,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         if not -1.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {threshold}")
         if selection_power is not None and not selection_power > 0:
-            raise ValueError(f"selection_power must be > 0 (an exponent of ranks), got {selection_power}")
+            raise ValueError(f"selection_power must be > 0 (an exponent), got {selection_power}")
         self.pretrained = pretrained
         self.online = online
         self.threshold = threshold

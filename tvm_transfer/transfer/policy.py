@@ -81,7 +81,7 @@ class TransferPolicy:
         ``"rank"`` or ``"linear"`` (``GuardedCostModel(blend=...)``).
     selection_power:
         Sharpen the guarded model's scores so that the evolutionary search draws parents more often from
-        its top ranks (``GuardedCostModel(selection_power=...)``; ``None``: the scores as they are).
+        the top (``GuardedCostModel(selection_power=...)``; ``None``: the scores as they are).
     """
 
     pretrained_model: bool = True
