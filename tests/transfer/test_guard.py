@@ -61,6 +61,17 @@ def test_the_weight_is_a_clipped_linear_function_of_the_correlation():
         GuardedCostModel(make_cost_model("xgboost"), margin=0.0)
 
 
+def test_set_params_is_checked_as_the_constructor_is_and_refuses_before_changing_anything():
+    guard = GuardedCostModel(make_cost_model("xgboost"))
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        guard.set_params(blend="linear", margin=0.0)
+    with pytest.raises(ValueError, match=r"min_measured \(4\) must be at least min_batch \(8\)"):
+        guard.set_params(min_batch=8, min_measured=4)
+    assert (guard.blend, guard.margin, guard.min_batch, guard.min_measured) == ("rank", 0.3, 4, 16)
+    guard.set_params(min_batch=8, min_measured=32, blend="linear")
+    assert (guard.blend, guard.min_batch, guard.min_measured) == ("linear", 8, 32)
+
+
 def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_mlp, target):
     work_dir, _ = tuned_mlp
     measured = len(open_database(work_dir).get_all_tuning_records())

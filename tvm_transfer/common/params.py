@@ -2,7 +2,8 @@
 
 A class that mixes in :class:`HyperParameters` names its hyper-parameters once, as keyword arguments of
 ``__init__`` kept as attributes of the same name: :meth:`~HyperParameters.get_params` reads them (and a
-saved model stores them), :meth:`~HyperParameters.set_params` changes them.
+saved model stores them), :meth:`~HyperParameters.set_params` changes them. The constructor and
+``set_params`` check them by the same rules (:meth:`~HyperParameters._check_params`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class HyperParameters:
         )
         if changed and self._is_fitted():
             raise ValueError(f"cannot change {changed} of a fitted model (its weights were fitted with them)")
-        self._check_choices(params)
+        self._check_params({**self.get_params(), **params})
         for name, value in params.items():
             setattr(self, name, value)
         return self
@@ -67,9 +68,15 @@ class HyperParameters:
         """Check the constructor's ``arguments`` (its ``locals()``) against :attr:`choices` and keep its
         hyper-parameters as attributes, so that long signatures need not list each one again."""
         params = {name: arguments[name] for name in self.hyper_parameter_names() if name in arguments}
-        self._check_choices(params)
+        self._check_params(params)
         for name, value in params.items():
             setattr(self, name, value)
+
+    def _check_params(self, params: dict[str, Any]) -> None:
+        """Raise ``ValueError`` for hyper-parameters that cannot work, alone or together; ``params`` holds
+        all of them, as the constructor got them or as ``set_params`` would leave them, and nothing is
+        kept before they pass. This checks :attr:`choices`; a subclass with more rules extends it."""
+        self._check_choices(params)
 
     def _check_choices(self, params: dict[str, Any]) -> None:
         """Raise ``ValueError`` naming the first of ``params`` outside its :attr:`choices`."""

@@ -21,15 +21,6 @@ from tvm_transfer.common.boosters import (
 from tvm_transfer.cost_model.base import LearnedCostModel
 
 
-def _check_weighting(objective: str, balance_groups: bool) -> None:
-    """Raise ``ValueError`` for an unknown ``objective`` or for group weights on a ranking objective."""
-    check_objective(objective)
-    if balance_groups and objective != "reg:squarederror":
-        raise ValueError(
-            f"balance_groups weighs the rows of a regression; {objective!r} ranks within groups already"
-        )
-
-
 @derived_object
 class XGBoostCostModel(LearnedCostModel):
     """XGBoost on normalised throughput (unlike TVM's ``XGBModel`` it learns from the first batch).
@@ -68,23 +59,19 @@ class XGBoostCostModel(LearnedCostModel):
         prior_rounds: int = 0,
     ) -> None:
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
-        _check_weighting(objective, balance_groups)
-        self.objective = objective
-        self.balance_groups = balance_groups
-        self.num_rounds = num_rounds
-        self.prior_rounds = prior_rounds
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.min_child_weight = min_child_weight
-        self.subsample = subsample
+        self._keep_hyper_parameters(locals())
         self._booster: xgboost.Booster | None = None
         self._prior: xgboost.Booster | None = None
 
-    def set_params(self, **params: Any) -> XGBoostCostModel:
-        """Change hyper-parameters, checked together as the constructor checks them."""
-        merged = {**self.get_params(), **params}
-        _check_weighting(merged["objective"], merged["balance_groups"])
-        return super().set_params(**params)
+    def _check_params(self, params: dict[str, Any]) -> None:
+        """Refuse an unknown ``objective``, or group weights on a ranking objective."""
+        super()._check_params(params)
+        check_objective(params["objective"])
+        if params["balance_groups"] and params["objective"] != "reg:squarederror":
+            raise ValueError(
+                f"balance_groups weighs the rows of a regression; {params['objective']!r} ranks within "
+                "groups already"
+            )
 
     def fine_tuned(self, num_rounds: int = 20) -> XGBoostCostModel:
         """A new model that predicts as this fitted one until it learns, then learns what it is given as a

@@ -126,33 +126,29 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         selection_power: float | None = None,
     ) -> None:
         super().__init__()
-        self._check_choices({"blend": blend})
-        if not margin > 0:
-            raise ValueError(f"margin must be > 0 (a rank correlation difference), got {margin}")
-        if window < 1:
-            raise ValueError(f"window must be at least 1 batch, got {window}")
-        if min_batch < 2:
-            raise ValueError(f"min_batch must be at least 2 candidates, got {min_batch}")
-        if min_measured < min_batch:
-            raise ValueError(f"min_measured ({min_measured}) must be at least min_batch ({min_batch})")
-        if not -1.0 <= threshold < 1.0:
-            raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {threshold}")
-        if selection_power is not None and not selection_power > 0:
-            raise ValueError(f"selection_power must be > 0 (an exponent), got {selection_power}")
-        self.pretrained = pretrained
-        self.online = online
-        self.threshold = threshold
-        self.margin = margin
-        self.window = window
-        self.min_batch = min_batch
-        self.min_measured = min_measured
-        self.adapt_pretrained = adapt_pretrained
-        self.blend = blend
-        self.selection_power = selection_power
+        self._keep_hyper_parameters(locals())
         self.online_ = online if online is not None else _tvm_xgb_nowarmup()
         self.decisions_: list[GuardDecision] = []
         self._pairs: dict[str, tuple[list[float], list[float]]] = {}
         self._counts: dict[str, int] = {}
+
+    def _check_params(self, params: dict) -> None:
+        super()._check_params(params)
+        if not params["margin"] > 0:
+            raise ValueError(f"margin must be > 0 (a rank correlation difference), got {params['margin']}")
+        if params["window"] < 1:
+            raise ValueError(f"window must be at least 1 batch, got {params['window']}")
+        if params["min_batch"] < 2:
+            raise ValueError(f"min_batch must be at least 2 candidates, got {params['min_batch']}")
+        if params["min_measured"] < params["min_batch"]:
+            raise ValueError(
+                f"min_measured ({params['min_measured']}) must be at least min_batch ({params['min_batch']})"
+            )
+        if not -1.0 <= params["threshold"] < 1.0:
+            raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {params['threshold']}")
+        power = params["selection_power"]
+        if power is not None and not power > 0:
+            raise ValueError(f"selection_power must be > 0 (an exponent), got {power}")
 
     # ---- the decision ----------------------------------------------------------------------------------
     def running_correlation(self, task: str | None = None) -> float:
