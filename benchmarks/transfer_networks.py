@@ -17,13 +17,16 @@ the default policy with every exact match final (``exact-final``). ``--new-cpu``
 a CPU the pack never measured (``--pack``: one without this CPU's pass): no exact match, every task's
 workload measured on other targets. It compares TVM alone, the default policy (each task's first batch
 measures the pack's records of its workload from other targets) and the default policy without them
-(``no-other-targets``).
+(``no-other-targets``). ``--blend`` compares the guard's two blends, the default policy's rank blend and
+its linear blend (``transfer-linear``), beside TVM alone on development networks the pack never held
+(``benchmarks.corpus.DEV_NETWORKS``; they need not be listed as excluded).
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
     nice -n 19 python -m benchmarks.transfer_networks --dev --pack PACK > work/bench_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --in-pack > work/bench_in_pack.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --new-cpu --pack PACK > work/bench_new_cpu.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --blend > work/bench_blend.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -69,7 +72,7 @@ from pathlib import Path
 from scipy.stats import gmean
 
 from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
-from benchmarks.corpus import HELD_OUT
+from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     REFERENCES,
     check_held_out,
@@ -83,6 +86,7 @@ from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import tune_network
@@ -94,8 +98,9 @@ from tvm_transfer.tuning.session import TuneOptions
 class Study:
     """One comparison of this benchmark: its report ``name``, ``title``, work-dir ``folder``, networks,
     budgets, arms (name -> policy; ``None``: TVM alone) and seeds. ``pack_holds``: what the pack must hold
-    of the networks: nothing (``none``: held out), their tasks measured on this machine's target
-    (``this-target``: exact matches), or measured on other targets only (``other-targets``)."""
+    of the networks: nothing (``none``: held out, listed as excluded; ``absent``: development networks,
+    only missing from it), their tasks measured on this machine's target (``this-target``: exact
+    matches), or measured on other targets only (``other-targets``)."""
 
     name: str
     title: str
@@ -148,6 +153,17 @@ STUDIES = {
         {**ARMS, "no-other-targets": dataclasses.replace(DEFAULT_POLICY, measure_other_targets=False)},
         pack_holds="other-targets",
     ),
+    # The guard's blend: the default's rank blend against the linear one, on development networks.
+    "blend": Study(
+        "transfer_blend_dev",
+        "The guard's blend, rank (default) or linear (development networks)",
+        "blend",
+        DEV_NETWORKS,
+        (100,),
+        {**ARMS, "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear")},
+        (0, 1),
+        pack_holds="absent",
+    ),
     "quick": Study(
         "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
     ),
@@ -156,6 +172,7 @@ STUDIES = {
 #: How the reports say what the pack holds of their networks (``Study.pack_holds``).
 PACK_HOLDS = {
     "none": "excluded from the pack",
+    "absent": "not in the pack (development networks)",
     "this-target": "of the pack, measured on this target",
     "other-targets": "of the pack, measured on other targets only",
 }
@@ -179,10 +196,11 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
     options = TuneOptions(trials=budget, seed=seed, progress=True)
     start = time.perf_counter()
     uses_pack = policy is not None
+    cost_model = policy.cost_model(pack, seed=seed) if uses_pack else "tvm-xgb"
     result = tune_network(
         load_model(network),
         work_dir,
-        cost_model=policy.cost_model(pack, seed=seed) if uses_pack else "tvm-xgb",
+        cost_model=cost_model,
         target=target,
         options=options,
         search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
@@ -197,6 +215,18 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         "from_pack": len(result.from_pack),
         "tasks": len(result.tasks),
         "estimated_ms": result.weighted_latency * 1e3 if math.isfinite(result.weighted_latency) else None,
+        **({"guard_weights": _weight_shares(cost_model)} if isinstance(cost_model, GuardedCostModel) else {}),
+    }
+
+
+def _weight_shares(guard: GuardedCostModel) -> dict[str, int]:
+    """How many of the batches ``guard`` judged in this tuning call left their task ranked by the pretrained
+    model alone (weight 1), by both (blended) or by the online model alone (weight 0)."""
+    weights = [d.weight for d in guard.decisions_]
+    return {
+        "pretrained": sum(w >= 1.0 for w in weights),
+        "blended": sum(0.0 < w < 1.0 for w in weights),
+        "online": sum(w <= 0.0 for w in weights),
     }
 
 
@@ -475,6 +505,9 @@ def _markdown(report: dict) -> str:
                 + ", ".join(f"{tag} (seed {seed})" for tag, seed in retimed)
                 + "."
             )
+        guard = _guard_line(points, arms)
+        if guard:
+            lines.append(f"\n{guard}")
         present = {(p["budget"], _seed(p)) for p in points}
         for seed in report.get("seeds", [0]):
             missing = [b for b in report["budgets"] if (b, seed) not in present]
@@ -498,6 +531,24 @@ def _markdown(report: dict) -> str:
             f"{rows[-1]['budget']} trials: {_reached_line(report, network, rows)}\n"
         )
     return "\n".join(lines) + "\n"
+
+
+def _guard_line(points: list[dict], arms: list[str]) -> str:
+    """What the guard decided in the points' tuning calls, per arm: the batches after which their task was
+    ranked by the pretrained model alone, by both blended, or by the online model alone."""
+    parts = []
+    for arm in arms:
+        shares = [p["arms"][arm]["guard_weights"] for p in points if "guard_weights" in p["arms"][arm]]
+        if shares:
+            total = {k: sum(s[k] for s in shares) for k in ("pretrained", "blended", "online")}
+            parts.append(f"{arm} {total['pretrained']} / {total['blended']} / {total['online']}")
+    if not parts:
+        return ""
+    return (
+        "Guard, batches after which the task was ranked by the pretrained model / both / the online model: "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def _plot(report: dict, work_root: Path, quick: bool) -> None:
@@ -537,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         ("dev", "the policy study on the development networks"),
         ("in-pack", "a network of the pack on its own target (exact matches)"),
         ("new-cpu", "a network of the pack on a CPU the pack never measured (--pack without its pass)"),
+        ("blend", "the guard's rank blend (default) against its linear blend, development networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)
@@ -589,10 +641,10 @@ def main(argv: list[str] | None = None) -> int:
     mcpu = str(target.attrs.get("mcpu", "host"))
     work_root = Path(args.work_root) / study.folder / mcpu
     pack = TransferPack.open(args.pack)
-    if study.pack_holds != "none":
+    if study.pack_holds in ("this-target", "other-targets"):
         check_in_pack(pack, networks, target, same_target=study.pack_holds == "this-target")
     elif not quick:
-        check_held_out(pack, networks)
+        check_held_out(pack, networks, listed=study.pack_holds == "none")
     name = args.report_name or study.name
     path = report_path("transfer", name, ".json", quick)
     report = None if quick else load_resumable(path, pack, target)

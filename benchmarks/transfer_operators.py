@@ -60,7 +60,7 @@ import numpy as np
 from scipy.stats import gmean
 
 from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
-from benchmarks.corpus import HELD_OUT
+from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
 from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target
@@ -81,7 +81,6 @@ TRIALS_PER_ITER = 8
 BASELINE = "tvm-xgb-nowarmup"
 #: The transfer arms (name: policy) of the held-out study, and of the development study.
 ARMS = {"transfer": DEFAULT_POLICY}
-DEV_NETWORKS = ("torchvision:mnasnet1_0", "bert_small_layer")
 DEV_ARMS = {
     **{
         f"tuned-model-guard{n}": TransferPolicy(seed_search=False, fine_tune=True, guard_min_measured=n)

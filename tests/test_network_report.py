@@ -80,3 +80,25 @@ def test_the_fastest_other_runtime_is_the_fastest_over_every_point():
     points = [_point(50, 0, 80.0, 100.0, onnx=12.0), _point(50, 1, 80.0, 100.0, onnx=15.0)]
     assert report_module._fastest_other(points) == ("ONNX Runtime", 12.0)
     assert report_module._fastest_other([_point(50, 0, 80.0, 100.0)]) is None
+
+
+def test_guard_line_sums_each_arms_batches_over_the_points():
+    first, second = _point(50, 0, 80.0, 100.0), _point(50, 1, 80.0, 100.0)
+    first["arms"]["transfer"]["guard_weights"] = {"pretrained": 3, "blended": 2, "online": 0}
+    second["arms"]["transfer"]["guard_weights"] = {"pretrained": 1, "blended": 0, "online": 4}
+    line = report_module._guard_line([first, second], ["no-transfer", "transfer"])
+    assert line.endswith(": transfer 4 / 2 / 4.")
+    assert report_module._guard_line([_point(50, 0, 80.0, 100.0)], ["transfer"]) == ""
+
+
+def test_development_networks_need_only_be_missing_from_the_pack():
+    from benchmarks.transfer_common import check_held_out
+    from tvm_transfer.transfer import DEFAULT_PACK
+    from tvm_transfer.transfer.pack import TransferPack
+
+    pack = TransferPack.open(DEFAULT_PACK)
+    check_held_out(pack, report_module.DEV_NETWORKS, listed=False)
+    with pytest.raises(SystemExit, match="does not hold out torchvision:mnasnet1_0"):
+        check_held_out(pack, report_module.DEV_NETWORKS)
+    with pytest.raises(SystemExit, match="does not hold out torchvision:resnet18"):
+        check_held_out(pack, ("torchvision:resnet18",), listed=False)
