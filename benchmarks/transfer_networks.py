@@ -195,6 +195,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
     """Tune one arm of ``network`` (``policy``; ``None``: TVM alone) up to ``budget`` trials; what it took."""
     options = TuneOptions(trials=budget, seed=seed, progress=True)
     start = time.perf_counter()
+    fresh = not (work_dir / RECORD_FILE).exists()
     uses_pack = policy is not None
     cost_model = policy.cost_model(pack, seed=seed) if uses_pack else "tvm-xgb"
     result = tune_network(
@@ -208,6 +209,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         refine_from_pack=uses_pack and policy.refine_exact,
     )
     rounds = read_rounds(work_dir)
+    guarded = isinstance(cost_model, GuardedCostModel)
     return {
         "trials": rounds[-1]["trials"] if rounds else 0,
         "new_trials": result.new_trials,
@@ -215,13 +217,15 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         "from_pack": len(result.from_pack),
         "tasks": len(result.tasks),
         "estimated_ms": result.weighted_latency * 1e3 if math.isfinite(result.weighted_latency) else None,
-        **({"guard_weights": _weight_shares(cost_model)} if isinstance(cost_model, GuardedCostModel) else {}),
+        # A call that resumes a work dir first shows the guard the earlier records: not batches of its own.
+        **({"guard_weights": _weight_shares(cost_model)} if guarded and fresh else {}),
     }
 
 
 def _weight_shares(guard: GuardedCostModel) -> dict[str, int]:
-    """How many of the batches ``guard`` judged in this tuning call left their task ranked by the pretrained
-    model alone (weight 1), by both (blended) or by the online model alone (weight 0)."""
+    """How many of the batches ``guard`` judged in a tuning call from an empty work dir left their task
+    ranked by the pretrained model alone (weight 1), by both (blended) or by the online model alone
+    (weight 0)."""
     weights = [d.weight for d in guard.decisions_]
     return {
         "pretrained": sum(w >= 1.0 for w in weights),
@@ -534,14 +538,18 @@ def _markdown(report: dict) -> str:
 
 
 def _guard_line(points: list[dict], arms: list[str]) -> str:
-    """What the guard decided in the points' tuning calls, per arm: the batches after which their task was
-    ranked by the pretrained model alone, by both blended, or by the online model alone."""
+    """What the guard decided in the points' tuning calls from empty work dirs (a point's first budget),
+    per arm: the batches after which their task was ranked by the pretrained model alone, by both
+    blended, or by the online model alone, and over how many of the points."""
     parts = []
     for arm in arms:
         shares = [p["arms"][arm]["guard_weights"] for p in points if "guard_weights" in p["arms"][arm]]
         if shares:
             total = {k: sum(s[k] for s in shares) for k in ("pretrained", "blended", "online")}
-            parts.append(f"{arm} {total['pretrained']} / {total['blended']} / {total['online']}")
+            parts.append(
+                f"{arm} {total['pretrained']} / {total['blended']} / {total['online']} "
+                f"({len(shares)} of {len(points)} points)"
+            )
     if not parts:
         return ""
     return (

@@ -87,7 +87,7 @@ def test_guard_line_sums_each_arms_batches_over_the_points():
     first["arms"]["transfer"]["guard_weights"] = {"pretrained": 3, "blended": 2, "online": 0}
     second["arms"]["transfer"]["guard_weights"] = {"pretrained": 1, "blended": 0, "online": 4}
     line = report_module._guard_line([first, second], ["no-transfer", "transfer"])
-    assert line.endswith(": transfer 4 / 2 / 4.")
+    assert line.endswith(": transfer 4 / 2 / 4 (2 of 2 points).")
     assert report_module._guard_line([_point(50, 0, 80.0, 100.0)], ["transfer"]) == ""
 
 

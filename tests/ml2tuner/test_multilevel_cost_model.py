@@ -13,6 +13,7 @@ from tvm.s_tir import meta_schedule as ms
 from tenset_tools.features import LOWERED_FEATURE_NAMES
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import FailureLog
+from tvm_transfer.common.estimators import PerformanceModel, ValidityModel
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.multilevel import INVALID_SCORE, MultiLevelCostModel
 from tvm_transfer.runner import TimedRunner, local_runner, runner_seconds
@@ -93,9 +94,22 @@ def test_metaschedule_failure_costs_train_the_validity_head(target, matmul, tmp_
     assert np.allclose(restored.predict_features(rows), scores)
 
 
-def test_fallback_threshold_must_be_a_probability():
+def test_hyper_parameters_are_checked_alike_by_the_constructor_and_set_params():
     with pytest.raises(ValueError, match="fallback_threshold"):
         MultiLevelCostModel(fallback_threshold=1.5)
+    model = MultiLevelCostModel()
+    with pytest.raises(ValueError, match="fallback_threshold"):
+        model.set_params(fallback_threshold=1.5)
+    assert model.fallback_threshold == 0.5
+    validity = ValidityModel()
+    for bad in ({"target_recall": 0.0}, {"n_folds": 1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ValidityModel(**bad)
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            validity.set_params(**bad)
+    assert (validity.target_recall, validity.n_folds) == (0.98, 3)
+    with pytest.raises(ValueError, match="unknown objective 'rank:ndcg'"):
+        PerformanceModel().set_params(objective="rank:ndcg")
 
 
 @pytest.mark.slow

@@ -170,22 +170,19 @@ class ValidityModel(_XGBEstimator):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if not 0.0 < target_recall <= 1.0:
-            raise ValueError(f"target_recall must be in (0, 1], got {target_recall}")
-        if n_folds < 2:
-            raise ValueError(f"n_folds must be at least 2, got {n_folds}")
-        self.target_recall = target_recall
-        self.n_folds = n_folds
-        self.fallback_threshold = fallback_threshold
-        self.num_rounds = num_rounds
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.seed = seed
+        self._keep_hyper_parameters(locals())
         self.threshold_: float = fallback_threshold
         self.constant_: float | None = None  # P(valid) when the training set held a single class
         self.kinds_: list[str] = []
         self._booster: xgboost.Booster | None = None
         self._kind_booster: xgboost.Booster | None = None
+
+    def _check_params(self, params: dict[str, Any]) -> None:
+        super()._check_params(params)
+        if not 0.0 < params["target_recall"] <= 1.0:
+            raise ValueError(f"target_recall must be in (0, 1], got {params['target_recall']}")
+        if params["n_folds"] < 2:
+            raise ValueError(f"n_folds must be at least 2, got {params['n_folds']}")
 
     def _train(
         self, x: np.ndarray, y: np.ndarray, objective: str, weight: np.ndarray | None = None, **extra: Any
@@ -321,13 +318,12 @@ class PerformanceModel(_XGBEstimator):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.objective = check_objective(objective)
-        self.num_rounds = num_rounds
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.subsample = subsample
-        self.seed = seed
+        self._keep_hyper_parameters(locals())
         self._booster: xgboost.Booster | None = None
+
+    def _check_params(self, params: dict[str, Any]) -> None:
+        super()._check_params(params)
+        check_objective(params["objective"])
 
     def fit(
         self,

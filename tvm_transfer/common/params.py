@@ -65,9 +65,13 @@ class HyperParameters:
         raise NotImplementedError
 
     def _keep_hyper_parameters(self, arguments: dict[str, Any]) -> None:
-        """Check the constructor's ``arguments`` (its ``locals()``) against :attr:`choices` and keep its
+        """Check the constructor's ``arguments`` (its ``locals()``) with :meth:`_check_params` and keep its
         hyper-parameters as attributes, so that long signatures need not list each one again."""
-        params = {name: arguments[name] for name in self.hyper_parameter_names() if name in arguments}
+        names = self.hyper_parameter_names()
+        missing = [name for name in names if name not in arguments]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: the constructor's arguments lack {missing}")
+        params = {name: arguments[name] for name in names}
         self._check_params(params)
         for name, value in params.items():
             setattr(self, name, value)

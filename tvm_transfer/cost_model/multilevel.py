@@ -62,12 +62,8 @@ class MultiLevelCostModel(LearnedCostModel):
         seed: int = 0,
         use_hardware_features: bool = True,
     ) -> None:
-        if not 0.0 < fallback_threshold < 1.0:
-            raise ValueError(f"fallback_threshold is a probability in (0, 1), got {fallback_threshold}")
         super().__init__(seed=seed, use_hardware_features=use_hardware_features)
-        self.target_recall = target_recall
-        self.fallback_threshold = fallback_threshold
-        self.use_lowered_features = use_lowered_features
+        self._keep_hyper_parameters(locals())
         self._lowered: dict[str, tuple[np.ndarray, bool]] = {}
         self._validity: ValidityModel | None = None
         self._advanced: AdvancedModel | None = None
@@ -75,6 +71,13 @@ class MultiLevelCostModel(LearnedCostModel):
         # Distinct candidates (structural hashes) the search asked this model to score, and those it rejected.
         self.scored_keys: set[str] = set()
         self.rejected_keys: set[str] = set()
+
+    def _check_params(self, params: dict) -> None:
+        super()._check_params(params)
+        if not 0.0 < params["fallback_threshold"] < 1.0:
+            raise ValueError(
+                f"fallback_threshold is a probability in (0, 1), got {params['fallback_threshold']}"
+            )
 
     def frame_features(self, frame: pd.DataFrame) -> np.ndarray:
         """Refused: V learns from the failures of a tuning run and A from lowered IR, which dataset frames
