@@ -123,7 +123,8 @@ DEV_ARMS = {
 STUDIES = {
     # Held out: tuned with two seeds.
     "held-out": Study("transfer_networks", "Transfer, held out", "held-out", HELD_OUT, BUDGETS, ARMS, (0, 1)),
-    # The development study that chose the policy's parts.
+    # The development study that chose the policy's parts, with a pack built without its networks (the
+    # shipped pack holds MobileNet-V3): newer development studies use benchmarks.corpus.DEV_NETWORKS.
     "dev": Study(
         "transfer_dev",
         "Transfer policy study (development networks)",
