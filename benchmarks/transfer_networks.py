@@ -17,9 +17,9 @@ the default policy with every exact match final (``exact-final``). ``--new-cpu``
 a CPU the pack never measured (``--pack``: one without this CPU's pass): no exact match, every task's
 workload measured on other targets. It compares TVM alone, the default policy (each task's first batch
 measures the pack's records of its workload from other targets) and the default policy without them
-(``no-other-targets``). ``--blend`` compares the guard's two blends, the default policy's rank blend and
-its linear blend (``transfer-linear``), beside TVM alone on development networks the pack never held
-(``benchmarks.corpus.DEV_NETWORKS``; they need not be listed as excluded).
+(``no-other-targets``). ``--blend`` compares the guard's two blends within the default policy, by rank
+(``transfer-rank``) and linear (``transfer-linear``, the default's), beside TVM alone on development
+networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they need not be listed as excluded).
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -154,14 +154,18 @@ STUDIES = {
         {**ARMS, "no-other-targets": dataclasses.replace(DEFAULT_POLICY, measure_other_targets=False)},
         pack_holds="other-targets",
     ),
-    # The guard's blend: the default's rank blend against the linear one, on development networks.
+    # The guard's blend within the default policy, by rank or linear, on development networks.
     "blend": Study(
         "transfer_blend_dev",
-        "The guard's blend, rank (default) or linear (development networks)",
+        "The guard's blend, by rank or linear (development networks)",
         "blend",
         DEV_NETWORKS,
         (100,),
-        {**ARMS, "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear")},
+        {
+            "no-transfer": None,
+            "transfer-rank": dataclasses.replace(DEFAULT_POLICY, blend="rank"),
+            "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear"),
+        },
         (0, 1),
         pack_holds="absent",
     ),
@@ -597,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         ("dev", "the policy study on the development networks"),
         ("in-pack", "a network of the pack on its own target (exact matches)"),
         ("new-cpu", "a network of the pack on a CPU the pack never measured (--pack without its pass)"),
-        ("blend", "the guard's rank blend (default) against its linear blend, development networks"),
+        ("blend", "the guard's rank blend against its linear blend, on development networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)

@@ -34,6 +34,8 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     assert DEFAULT_POLICY.name == "tuned-model"
     prior_rounds = pack.model().get_params()["num_rounds"]
     assert guarded.pretrained.prior_rounds == prior_rounds and guarded.adapt_pretrained
+    # Both models predict a task's normalised throughput: their scores blend linearly, call-independent.
+    assert guarded.blend == "linear" and DEFAULT_POLICY.blend == "linear"
     # The search is not seeded: evolutionary search, after the pack's records of a task's workload measured
     # on other targets, when it has any.
     search = transfer_search(with_pack, TuneOptions())
