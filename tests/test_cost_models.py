@@ -256,3 +256,14 @@ def test_fit_replaces_update_accumulates_and_params_come_from_the_signature():
     assert model.get_params()["max_depth"] == 3
     with pytest.raises(ValueError, match=r"unknown XGBoostCostModel hyper-parameter\(s\) \['depth'\]"):
         model.set_params(depth=3)
+
+
+def test_a_constructor_must_keep_every_hyper_parameter_it_names():
+    from tvm_transfer.common.params import HyperParameters
+
+    class Forgetful(HyperParameters):
+        def __init__(self, depth: int = 3, rate: float = 0.1) -> None:
+            self._keep_hyper_parameters({"depth": depth})  # `rate` is named but not passed on
+
+    with pytest.raises(TypeError, match=r"Forgetful: the constructor's arguments lack \['rate'\]"):
+        Forgetful()
