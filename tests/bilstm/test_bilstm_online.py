@@ -51,9 +51,10 @@ def test_tuning_updates_change_the_ranking_within_the_workload(target, matmul, t
     # online_growth=2: the network was re-adapted after 8 and after 16 measurements (doubled).
     assert list(model._adapted_on.values()) == [16]
     # Turning the online residual off loses most of that: the network alone, re-adapted on ~200 target
-    # rows of which these are 16, ranks them at 0.65-0.83 (the trace-only network of the stalled runs:
-    # ~0.5).
+    # rows of which these are 16, ranks them at 0.61-0.88 (the trace-only network of the stalled runs:
+    # ~0.5). The residual at least halves the mis-ordered pairs; a fixed lift in accuracy would flake
+    # when the network alone already ranks well.
     model.set_params(online_rounds=0)
     model.refit()
     without = _scores_follow_measurements(model)
-    assert with_online - without >= 0.15, f"online residual: {without} -> {with_online}"
+    assert 1 - with_online <= 0.5 * (1 - without), f"online residual: {without} -> {with_online}"
