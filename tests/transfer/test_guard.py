@@ -72,6 +72,23 @@ def test_set_params_is_checked_as_the_constructor_is_and_refuses_before_changing
     assert (guard.blend, guard.min_batch, guard.min_measured) == ("linear", 8, 32)
 
 
+def test_a_new_online_model_is_the_one_that_learns_and_neither_model_changes_once_a_batch_was_judged(
+    pack, tuned_mlp, target
+):
+    work_dir, _ = tuned_mlp
+    guard = GuardedCostModel(pack.model())
+    online = make_cost_model("xgboost")
+    guard.set_params(online=online)
+    assert guard.online_ is online
+    _replay(guard, work_dir, target)
+    assert online.num_samples == len(open_database(work_dir).get_all_tuning_records())
+    for name in ("online", "pretrained"):
+        with pytest.raises(ValueError, match=f"cannot change \\['{name}'\\]"):
+            guard.set_params(**{name: make_cost_model("xgboost")})
+    assert guard.online_ is online
+    guard.set_params(margin=0.5)  # only the models are fixed
+
+
 def test_the_guard_weighs_real_models_on_a_real_runs_measurements(pack, tuned_mlp, target):
     work_dir, _ = tuned_mlp
     measured = len(open_database(work_dir).get_all_tuning_records())

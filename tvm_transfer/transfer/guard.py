@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from scipy.stats import rankdata, spearmanr
@@ -110,6 +110,8 @@ class GuardedCostModel(PyCostModel, HyperParameters):
     """
 
     choices: ClassVar[dict[str, tuple]] = {"blend": ("rank", "linear")}
+    #: The models the decisions so far were made with: changing one mid-run would mix two guards.
+    fixed_once_fitted: ClassVar[tuple[str, ...]] = ("pretrained", "online")
 
     def __init__(
         self,
@@ -127,7 +129,7 @@ class GuardedCostModel(PyCostModel, HyperParameters):
     ) -> None:
         super().__init__()
         self._keep_hyper_parameters(locals())
-        self.online_ = online if online is not None else _tvm_xgb_nowarmup()
+        self.online_ = self._new_online()
         self.decisions_: list[GuardDecision] = []
         self._pairs: dict[str, tuple[list[float], list[float]]] = {}
         self._counts: dict[str, int] = {}
@@ -149,6 +151,17 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         power = params["selection_power"]
         if power is not None and not power > 0:
             raise ValueError(f"selection_power must be > 0 (an exponent), got {power}")
+
+    def set_params(self, **params: Any) -> Self:
+        """Change hyper-parameters (see :class:`~tvm_transfer.common.params.HyperParameters`); a new
+        ``online`` model replaces :attr:`online_`. The two models are fixed once a batch was judged."""
+        super().set_params(**params)
+        if "online" in params:
+            self.online_ = self._new_online()
+        return self
+
+    def _new_online(self) -> ms.CostModel:
+        return self.online if self.online is not None else _tvm_xgb_nowarmup()
 
     # ---- the decision ----------------------------------------------------------------------------------
     def running_correlation(self, task: str | None = None) -> float:
