@@ -66,3 +66,23 @@ def test_a_second_pack_needs_a_plain_label_and_a_path(spec, capsys):
     with pytest.raises(SystemExit):
         report_module._also_packs(argparse.ArgumentParser(prog="transfer_operators"), [spec])
     assert "give LABEL=PATH, a label without '@' used once" in capsys.readouterr().err
+
+
+def test_the_noise_study_compares_each_runs_pick_with_the_fastest_it_had_measured():
+    from benchmarks import pick_noise
+
+    # Re-timed: a 1 us, b 2 us, c 4 us. The transfer run measured a during a noise burst (5 us), so after
+    # two trials it picked b; the baseline's one run picked c.
+    row = {
+        "measured": {
+            "transfer": {"0": [["a", 5e-6], ["b", 3e-6]]},
+            BASELINE: {"0": [["c", 4e-6], ["b", 9e-6]]},
+        },
+        "latency_s": {"a": 1e-6, "b": 2e-6, "c": 4e-6},
+    }
+    figures = pick_noise._operator_figures(row, (1, 2))
+    # The baseline's pick is c (4 us), its noise-free pick b (2 us).
+    after_one, after_two = figures["transfer"]["1"], figures["transfer"]["2"]
+    assert after_one == pytest.approx({"noise_loss": 1.0, "ratio": 0.25, "ratio_noise_free": 0.5})
+    assert after_two == pytest.approx({"noise_loss": 2.0, "ratio": 0.5, "ratio_noise_free": 0.5})
+    assert figures[BASELINE]["2"]["noise_loss"] == pytest.approx(2.0)

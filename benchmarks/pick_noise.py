@@ -1,0 +1,208 @@
+"""How much of a tuning run's pick is lost to measurement noise, per operator and budget.
+
+A run's pick after N trials is the record it measured fastest among its first N. On a small shared machine
+one timing can be slowed by a burst of noise, never sped up (``benchmarks.common.retime``), so a good
+program timed during a burst loses to a worse one timed in a quiet moment. This study takes the runs of a
+per-operator study (the work dirs of ``benchmarks.transfer_operators``: ``<root>/<mcpu>/<network>/<task>/
+<arm>/seed<k>``), re-times every record of an operator's runs up to the last budget together, in
+interleaved rounds, fastest kept, and reports per arm and budget:
+
+* the noise loss: the re-timed latency of a run's pick over the fastest re-timed latency among its first N
+  records (1: the run picked the best program it had measured), geometric mean over runs;
+* the operator study's figure twice, from the same timings: each arm's picks after N relative to the
+  baseline's after the last budget (geometric mean over seeds, then over operators), once with the runs'
+  own picks and once with noise-free picks (the fastest re-timed among the first N, for the baseline too).
+
+The gap between the two figures bounds what better measurements (timing each candidate more than once)
+could gain at a budget, before such a runner is built. Finished operators are skipped when the study is
+run again; the report is written after each.
+
+    nice -n 19 python -m benchmarks.pick_noise --work-root work/bench_ops_noise --report-name pick_noise_dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import gmean
+
+from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
+from benchmarks.transfer_operators import BASELINE, CHECKPOINTS, GOAL_TRIALS
+from tvm_transfer.target import host_target
+
+ROUNDS = 4
+
+
+def _runs(root: Path) -> dict[tuple[str, str], dict[str, dict[int, Path]]]:
+    """``(network, task) -> arm -> seed -> work dir`` of the per-operator study under ``root``."""
+    runs: dict = {}
+    for work_dir in sorted(root.glob("*/*/*/seed*")):
+        arm_dir = work_dir.parent
+        operator = (arm_dir.parent.parent.name, arm_dir.parent.name)
+        runs.setdefault(operator, {}).setdefault(arm_dir.name, {})[int(work_dir.name[4:])] = work_dir
+    return runs
+
+
+def _measure_operator(runs: dict[str, dict[int, Path]], target, rounds: int, last: int) -> dict:
+    """Every run's first ``last`` records (schedule key, seconds as measured) and the re-timed seconds of
+    each distinct schedule, all timed in the same rounds."""
+    from tvm.s_tir.meta_schedule.utils import shash2hex
+
+    mods, measured = {}, {}
+    for arm, seeds in runs.items():
+        for seed, work_dir in seeds.items():
+            run = []
+            for mod, seconds in records_in_order(work_dir)[:last]:
+                key = shash2hex(mod)
+                mods.setdefault(key, mod)
+                run.append([key, seconds])
+            measured.setdefault(arm, {})[str(seed)] = run
+    cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
+    return {"measured": measured, "latency_s": retime(mods, target, rounds, num_threads=cores)}
+
+
+def _picks(row: dict, arm: str, n: int) -> tuple[list[float], list[float]]:
+    """Re-timed seconds of each seed's pick after ``n`` trials: (the run's pick, the noise-free pick)."""
+    picked, best = [], []
+    for run in row["measured"][arm].values():
+        first = run[:n]
+        if not first:
+            picked.append(math.inf), best.append(math.inf)
+            continue
+        retimed = [row["latency_s"].get(key, math.inf) for key, _ in first]
+        picked.append(retimed[int(np.argmin([seconds for _, seconds in first]))])
+        best.append(min(retimed))
+    return picked, best
+
+
+def _operator_figures(row: dict, checkpoints: tuple[int, ...]) -> dict:
+    """Per arm and budget: noise loss, and the ratio to the baseline with the runs' and noise-free picks."""
+    base_picked, base_best = (gmean(v) for v in _picks(row, BASELINE, checkpoints[-1]))
+    out: dict = {}
+    for arm in row["measured"]:
+        for n in checkpoints:
+            picked, best = _picks(row, arm, n)
+            losses = [p / b for p, b in zip(picked, best, strict=True) if math.isfinite(p / b)]
+            out.setdefault(arm, {})[str(n)] = {
+                "noise_loss": float(gmean(losses)) if losses else None,
+                "ratio": float(gmean(picked) / base_picked),
+                "ratio_noise_free": float(gmean(best) / base_best),
+            }
+    return out
+
+
+def _summary(report: dict) -> dict:
+    """Per arm and budget: the geometric means over operators of each row's figures, and the spread of
+    the runs' timings against the re-timed latency of the same schedule (10th, 50th, 90th percentile)."""
+    summary: dict = {"arms": {}}
+    for arm in report["arms"]:
+        for n in map(str, report["checkpoints"]):
+            cells = [r["figures"][arm][n] for r in report["rows"] if arm in r["figures"]]
+            summary["arms"].setdefault(arm, {})[n] = {
+                name: float(gmean(values)) if (values := [c[name] for c in cells if c[name]]) else None
+                for name in ("noise_loss", "ratio", "ratio_noise_free")
+            }
+    spread = [
+        seconds / row["latency_s"][key]
+        for row in report["rows"]
+        for runs in row["measured"].values()
+        for run in runs.values()
+        for key, seconds in run
+        if math.isfinite(seconds) and math.isfinite(row["latency_s"].get(key, math.inf))
+    ]
+    summary["measured_over_retimed"] = (
+        dict(zip(("p10", "p50", "p90"), np.percentile(spread, [10, 50, 90]).tolist(), strict=True))
+        if spread
+        else None
+    )
+    return summary
+
+
+def _markdown(report: dict) -> str:
+    summary = report["summary"]
+    lines = [
+        "# Measurement noise in the picks of a per-operator study",
+        "",
+        f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; "
+        f"target `{report['target']}`; runs of `{report['work_root']}` "
+        f"({len(report['rows'])} operators); every record up to {report['checkpoints'][-1]} trials of every "
+        f"run re-timed, fastest of {report['rounds']} interleaved rounds per operator. Ratios are to "
+        f"{BASELINE}'s pick after {report['checkpoints'][-1]} trials, geometric means over seeds, then "
+        "operators; noise-free: every arm's pick (the baseline's too) is the fastest re-timed among the "
+        "run's first N records.",
+        "",
+        "| arm | trials | noise loss | ratio, the runs' picks | ratio, noise-free picks |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, cells in summary["arms"].items():
+        for n, cell in cells.items():
+            values = [cell[k] for k in ("noise_loss", "ratio", "ratio_noise_free")]
+            lines.append(f"| {arm} | {n} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in values))
+    spread = summary["measured_over_retimed"]
+    if spread:
+        lines += [
+            "",
+            "A record's timing in its run over its re-timed latency: "
+            f"{spread['p10']:.2f} / {spread['p50']:.2f} / {spread['p90']:.2f} "
+            "(10th / 50th / 90th percentile).",
+        ]
+    lines += ["", f"Per operator at {GOAL_TRIALS} trials (runs' picks / noise-free picks):", ""]
+    arms = [a for a in report["arms"] if a != BASELINE]
+    lines += ["| network | task | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+    for row in report["rows"]:
+        cells = [row["figures"][a][str(GOAL_TRIALS)] for a in arms]
+        lines.append(
+            f"| {row['network']} | {row['task']} | "
+            + " | ".join(f"{c['ratio']:.3f} / {c['ratio_noise_free']:.3f}" for c in cells)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--work-root", required=True, help="the per-operator study's --work-root")
+    parser.add_argument("--report-name", default="pick_noise", help="results/transfer/<name>.{json,md}")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
+    args = parser.parse_args(argv)
+    target = host_target()
+    root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
+    runs = _runs(root)
+    if not any(BASELINE in arms for arms in runs.values()):
+        raise SystemExit(f"no {BASELINE} runs under {root}: run benchmarks.transfer_operators there first")
+    path = report_path("transfer", args.report_name, ".json")
+    report = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    report.update(
+        {
+            "machine": machine_info(),
+            "target": str(target),
+            "work_root": args.work_root,
+            "checkpoints": list(CHECKPOINTS),
+            "rounds": args.rounds,
+            "arms": sorted({arm for arms in runs.values() for arm in arms}),
+        }
+    )
+    done = {(r["network"], r["task"]) for r in report["rows"]}
+    for operator, arms in runs.items():
+        if operator in done or BASELINE not in arms:
+            continue
+        print(f"== {operator[0]}: {operator[1]}", flush=True)
+        row = {"network": operator[0], "task": operator[1]}
+        row |= _measure_operator(arms, target, args.rounds, CHECKPOINTS[-1])
+        row["figures"] = _operator_figures(row, CHECKPOINTS)
+        row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
+        report["rows"].append(row)
+        report["summary"] = _summary(report)
+        write_report("transfer", args.report_name, report, _markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
