@@ -2,10 +2,10 @@
 
 A run's pick after N trials is the record it measured fastest among its first N. On a small shared machine
 one timing can be slowed by a burst of noise, never sped up (``benchmarks.common.retime``), so a good
-program timed during a burst loses to a worse one timed in a quiet moment. This study takes the runs of a
-per-operator study (the work dirs of ``benchmarks.transfer_operators``: ``<root>/<mcpu>/<network>/<task>/
-<arm>/seed<k>``), re-times every record of an operator's runs up to the last budget together, in
-interleaved rounds, fastest kept, and reports per arm and budget:
+program timed during a burst loses to a worse one timed in a quiet moment. This study takes the operators a
+per-operator study finished (``benchmarks.transfer_operators``, its report and work dirs), re-times every
+record of an operator's runs up to the last budget together, in interleaved rounds, fastest kept, and
+reports per arm and budget:
 
 * the noise loss: the re-timed latency of a run's pick over the fastest re-timed latency among its first N
   records (1: the run picked the best program it had measured), geometric mean over runs;
@@ -17,7 +17,8 @@ The gap between the two figures bounds what better measurements (timing each can
 could gain at a budget, before such a runner is built. Finished operators are skipped when the study is
 run again; the report is written after each.
 
-    nice -n 19 python -m benchmarks.pick_noise --work-root work/bench_ops_noise --report-name pick_noise_dev
+    nice -n 19 python -m benchmarks.pick_noise --study transfer_operators_dev_znver3_noise \
+        --work-root work/bench_ops_noise --report-name pick_noise_dev_znver3
 """
 
 from __future__ import annotations
@@ -33,18 +34,22 @@ from scipy.stats import gmean
 
 from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
 from benchmarks.transfer_operators import BASELINE, CHECKPOINTS, GOAL_TRIALS
+from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target
 
 ROUNDS = 4
 
 
-def _runs(root: Path) -> dict[tuple[str, str], dict[str, dict[int, Path]]]:
-    """``(network, task) -> arm -> seed -> work dir`` of the per-operator study under ``root``."""
+def _runs(study: dict, root: Path) -> dict[tuple[str, str], dict[str, dict[int, Path]]]:
+    """``(network, task) -> arm -> seed -> work dir`` of the operators the per-operator ``study`` (its
+    report) finished, its work dirs under ``root``."""
     runs: dict = {}
-    for work_dir in sorted(root.glob("*/*/*/seed*")):
-        arm_dir = work_dir.parent
-        operator = (arm_dir.parent.parent.name, arm_dir.parent.name)
-        runs.setdefault(operator, {}).setdefault(arm_dir.name, {})[int(work_dir.name[4:])] = work_dir
+    for row in study["rows"]:
+        task_dir = root / model_slug(row["network"]) / row["task"]
+        runs[row["network"], row["task"]] = {
+            arm: {seed: task_dir / arm / f"seed{seed}" for seed in row["seeds"]}
+            for arm in [*study["arms"], BASELINE]
+        }
     return runs
 
 
@@ -168,21 +173,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--study", required=True, help="the per-operator study's --report-name")
     parser.add_argument("--work-root", required=True, help="the per-operator study's --work-root")
     parser.add_argument("--report-name", default="pick_noise", help="results/transfer/<name>.{json,md}")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
     args = parser.parse_args(argv)
     target = host_target()
     root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
-    runs = _runs(root)
-    if not any(BASELINE in arms for arms in runs.values()):
-        raise SystemExit(f"no {BASELINE} runs under {root}: run benchmarks.transfer_operators there first")
+    study_path = report_path("transfer", args.study, ".json")
+    if not study_path.exists():
+        raise SystemExit(
+            f"no {study_path}: run benchmarks.transfer_operators --report-name {args.study} first"
+        )
+    runs = _runs(json.loads(study_path.read_text()), root)
     path = report_path("transfer", args.report_name, ".json")
     report = json.loads(path.read_text()) if path.exists() else {"rows": []}
     report.update(
         {
             "machine": machine_info(),
             "target": str(target),
+            "study": args.study,
             "work_root": args.work_root,
             "checkpoints": list(CHECKPOINTS),
             "rounds": args.rounds,
@@ -191,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     done = {(r["network"], r["task"]) for r in report["rows"]}
     for operator, arms in runs.items():
-        if operator in done or BASELINE not in arms:
+        if operator in done:
             continue
         print(f"== {operator[0]}: {operator[1]}", flush=True)
         row = {"network": operator[0], "task": operator[1]}
