@@ -147,7 +147,8 @@ def _markdown(report: dict) -> str:
     for arm, cells in summary["arms"].items():
         for n, cell in cells.items():
             values = [cell[k] for k in ("noise_loss", "ratio", "ratio_noise_free")]
-            lines.append(f"| {arm} | {n} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in values))
+            cells = " | ".join("n/a" if v is None else f"{v:.3f}" for v in values)
+            lines.append(f"| {arm} | {n} | {cells} |")
     spread = summary["measured_over_retimed"]
     if spread:
         lines += [
@@ -200,15 +201,17 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     done = {(r["network"], r["task"]) for r in report["rows"]}
-    for operator, arms in runs.items():
-        if operator in done:
-            continue
+    todo = {operator: arms for operator, arms in runs.items() if operator not in done}
+    for operator, arms in todo.items():
         print(f"== {operator[0]}: {operator[1]}", flush=True)
         row = {"network": operator[0], "task": operator[1]}
         row |= _measure_operator(arms, target, args.rounds, CHECKPOINTS[-1])
         row["figures"] = _operator_figures(row, CHECKPOINTS)
         row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
         report["rows"].append(row)
+        report["summary"] = _summary(report)
+        write_report("transfer", args.report_name, report, _markdown(report))
+    if not todo and report["rows"]:  # nothing left to time: re-draw the report
         report["summary"] = _summary(report)
         write_report("transfer", args.report_name, report, _markdown(report))
     return 0
