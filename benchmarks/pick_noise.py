@@ -76,11 +76,9 @@ def _picks(row: dict, arm: str, n: int) -> tuple[list[float], list[float]]:
     picked, best = [], []
     for run in row["measured"][arm].values():
         first = run[:n]
-        if not first:
-            picked.append(math.inf), best.append(math.inf)
-            continue
-        retimed = [row["latency_s"].get(key, math.inf) for key, _ in first]
-        picked.append(retimed[int(np.argmin([seconds for _, seconds in first]))])
+        retimed = [row["latency_s"].get(key, math.inf) for key, _ in first] or [math.inf]
+        chosen = int(np.argmin([seconds for _, seconds in first])) if first else 0
+        picked.append(retimed[chosen])
         best.append(min(retimed))
     return picked, best
 
@@ -101,6 +99,12 @@ def _operator_figures(row: dict, checkpoints: tuple[int, ...]) -> dict:
     return out
 
 
+def _known_geomean(values: list[float | None]) -> float | None:
+    """Geometric mean of the values that are known; ``None`` when none is."""
+    known = [v for v in values if v is not None]
+    return float(gmean(known)) if known else None
+
+
 def _summary(report: dict) -> dict:
     """Per arm and budget: the geometric means over operators of each row's figures, and the spread of
     the runs' timings against the re-timed latency of the same schedule (10th, 50th, 90th percentile)."""
@@ -109,7 +113,7 @@ def _summary(report: dict) -> dict:
         for n in map(str, report["checkpoints"]):
             cells = [r["figures"][arm][n] for r in report["rows"] if arm in r["figures"]]
             summary["arms"].setdefault(arm, {})[n] = {
-                name: float(gmean(values)) if (values := [c[name] for c in cells if c[name]]) else None
+                name: _known_geomean([c[name] for c in cells])
                 for name in ("noise_loss", "ratio", "ratio_noise_free")
             }
     spread = [
@@ -147,8 +151,8 @@ def _markdown(report: dict) -> str:
     for arm, cells in summary["arms"].items():
         for n, cell in cells.items():
             values = [cell[k] for k in ("noise_loss", "ratio", "ratio_noise_free")]
-            cells = " | ".join("n/a" if v is None else f"{v:.3f}" for v in values)
-            lines.append(f"| {arm} | {n} | {cells} |")
+            text = " | ".join("n/a" if v is None else f"{v:.3f}" for v in values)
+            lines.append(f"| {arm} | {n} | {text} |")
     spread = summary["measured_over_retimed"]
     if spread:
         lines += [
