@@ -59,6 +59,7 @@ from benchmarks.common import (
 from benchmarks.copula_report import markdown, plot
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
+from tvm_transfer.runner import measuring_threads
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
     Proposal,
@@ -274,8 +275,7 @@ def retime_runs(task: str, work_dirs: dict[str, Path], target) -> dict:
             keys[i] = ms.utils.shash2hex(records[i][0])
             mods.setdefault(keys[i], records[i][0])
         picks[run] = (keys[0], keys[best8])
-    cores = int(target.attrs.get("num-cores", 0)) or None
-    latency = retime(mods, target, RETIME_ROUNDS, num_threads=cores)
+    latency = retime(mods, target, RETIME_ROUNDS, num_threads=measuring_threads(target))
     best = min(latency.values())
     print(
         f"CPU {task}: re-timed {len(mods)} candidates x {RETIME_ROUNDS}, best {best * 1e6:.1f} us", flush=True

@@ -35,6 +35,7 @@ from scipy.stats import gmean
 from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
 from benchmarks.transfer_operators import BASELINE, CHECKPOINTS, GOAL_TRIALS
 from tvm_transfer.networks import model_slug
+from tvm_transfer.runner import measuring_threads
 from tvm_transfer.target import host_target
 
 ROUNDS = 4
@@ -67,8 +68,8 @@ def _measure_operator(runs: dict[str, dict[int, Path]], target, rounds: int, las
                 mods.setdefault(key, mod)
                 run.append([key, seconds])
             measured.setdefault(arm, {})[str(seed)] = run
-    cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
-    return {"measured": measured, "latency_s": retime(mods, target, rounds, num_threads=cores)}
+    latency = retime(mods, target, rounds, num_threads=measuring_threads(target))  # as during tuning
+    return {"measured": measured, "latency_s": latency}
 
 
 def _picks(row: dict, arm: str, n: int) -> tuple[list[float], list[float]]:

@@ -63,6 +63,7 @@ from benchmarks.common import git_commit, records_in_order, report_path, retime,
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
 from tvm_transfer.networks import model_slug
+from tvm_transfer.runner import measuring_threads
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
@@ -186,8 +187,8 @@ def _measure_operator(
                     key = shash2hex(records[best][0])
                     picks[_pick_key(arm, seed, n)] = {"key": key, "measured_s": measured[best]}
                     mods.setdefault(key, records[best][0])
-    cores = int(target.attrs.get("num-cores", 0)) or None  # the runner's threads during tuning
-    latency = retime(mods, target, args.rounds, num_threads=cores) if mods else {}
+    threads = measuring_threads(target)  # as during tuning
+    latency = retime(mods, target, args.rounds, num_threads=threads) if mods else {}
     earlier = earlier or {}
     timed_before = earlier.get("latency_s", {})
     latency = {k: min(v, timed_before.get(k, math.inf)) for k, v in latency.items()}

@@ -41,10 +41,16 @@ def local_runner(
     )
 
 
+def measuring_threads(target: tvm.target.Target) -> int | None:
+    """Threads a program is measured on for ``target``: its ``num-cores``; ``None`` (TVM's default) when the
+    target does not say."""
+    return int(target.attrs.get("num-cores", 0)) or None
+
+
 def target_runner(target: tvm.target.Target) -> TimedRunner:
-    """A :func:`local_runner` measuring on as many threads as ``target``'s ``num-cores`` (TVM's default
-    when the target does not say), under a :class:`TimedRunner`'s deadline."""
-    return TimedRunner(local_runner(num_threads=int(target.attrs.get("num-cores", 0)) or None))
+    """A :func:`local_runner` measuring on :func:`measuring_threads` threads, under a :class:`TimedRunner`'s
+    deadline."""
+    return TimedRunner(local_runner(num_threads=measuring_threads(target)))
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:
