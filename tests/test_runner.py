@@ -1,9 +1,13 @@
-"""The runner's deadline, on real measurements: a candidate that runs past it has its worker killed and
-fails saying so, and the next candidate is measured by a fresh worker."""
+"""The timed runner. On real measurements: a candidate that runs past the deadline has its worker killed
+and fails saying so, and the next candidate is measured by a fresh worker; with several passes each
+candidate is measured that often, a failed one once. On scripted measurements: which pass is kept, and
+that a run stopped half way hands on what it measured, once."""
 
 from __future__ import annotations
 
+import pytest
 from ms_helpers import sample_candidates, tune_context
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.builder import PersistentBuilder
@@ -34,5 +38,120 @@ def test_a_measurement_past_the_deadline_is_killed_and_the_next_one_runs(target,
         runner.inner.evaluator_config = evaluator_config(number=1, repeat=1, min_repeat_ms=0)
         (measured,) = [f.result() for f in runner.run(inputs[1:])]
         assert measured.error_msg is None and 0 < runner_seconds(measured) < 1
+    finally:
+        runner.pool.shutdown()
+
+
+@derived_object
+class CountingRunner(TimedRunner._cls):
+    """The timed runner, keeping the seconds of every measurement it makes of each artifact."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seconds: dict[str, list[float]] = {}
+
+    def _measure(self, runner_input: ms.runner.RunnerInput) -> ms.runner.RunnerResult:
+        result = super()._measure(runner_input)
+        self.seconds.setdefault(str(runner_input.artifact_path), []).append(runner_seconds(result))
+        return result
+
+
+def test_each_candidate_keeps_its_fastest_pass_and_a_failed_one_is_not_measured_again(target, matmul):
+    context = tune_context(matmul, target)
+    candidates = sample_candidates(context, 2)
+    builder = PersistentBuilder()
+    try:
+        builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+    finally:
+        builder.shutdown()
+    inputs = [
+        ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
+        for b, c in zip(builds, candidates, strict=True)
+    ]
+    missing = ms.runner.RunnerInput("/nonexistent/artifact.tar", "cpu", candidates[0].args_info)
+    runner = CountingRunner(local_runner(number=1, min_repeat_ms=0), passes=3)
+    handed = []
+    runner.on_result = lambda runner_input, result: handed.append((str(runner_input.artifact_path), result))
+    try:
+        results = [f.result() for f in runner.run([*inputs, missing])]
+    finally:
+        runner.pool.shutdown()
+    paths = [str(i.artifact_path) for i in (*inputs, missing)]
+    assert [len(runner.seconds[path]) for path in paths] == [3, 3, 1]
+    assert [path for path, _ in handed] == paths
+    assert all(h is r for (_, h), r in zip(handed, results, strict=True))
+    for path, result in zip(paths[:2], results[:2], strict=True):
+        assert result.error_msg is None and runner_seconds(result) == min(runner.seconds[path])
+    assert results[2].error_msg
+
+
+def _result(seconds: float | None) -> ms.runner.RunnerResult:
+    """A measured result of ``seconds``, or a failed one (``None``)."""
+    if seconds is None:
+        return ms.runner.RunnerResult(run_secs=None, error_msg="failed")
+    return ms.runner.RunnerResult(run_secs=[seconds], error_msg=None)
+
+
+@derived_object
+class ScriptedRunner(TimedRunner._cls):
+    """The timed runner with its measurements taken from a script: per artifact, the seconds of each pass
+    in turn (``None``: the pass fails), raising ``KeyboardInterrupt`` when the script says ``"stop"``."""
+
+    def __init__(self, script: dict[str, list], passes: int) -> None:
+        super().__init__(local_runner(), passes=passes)
+        self.script = {path: list(steps) for path, steps in script.items()}
+
+    def _measure(self, runner_input: ms.runner.RunnerInput) -> ms.runner.RunnerResult:
+        step = self.script[str(runner_input.artifact_path)].pop(0)
+        if step == "stop":
+            raise KeyboardInterrupt
+        return _result(step)
+
+
+def _scripted_run(script: dict[str, list], passes: int) -> tuple[list, list, dict]:
+    """Run ``script``'s artifacts through a :class:`ScriptedRunner`: the results (``None`` when the run was
+    stopped), what was handed on (path, seconds) and what is left of the script."""
+    runner = ScriptedRunner(script, passes)
+    handed = []
+    runner.on_result = lambda runner_input, result: handed.append(
+        (str(runner_input.artifact_path), runner_seconds(result))
+    )
+    inputs = [ms.runner.RunnerInput(path, "cpu", []) for path in script]
+    try:
+        results = [runner_seconds(f.result()) for f in runner.run(inputs)]
+    except (KeyboardInterrupt, RuntimeError):  # the interrupt as it comes back through TVM's FFI
+        results = None
+    finally:
+        runner.pool.shutdown()
+    return results, handed, runner.script
+
+
+def test_the_fastest_pass_is_kept_whichever_it_is_and_a_failed_pass_never_replaces_it():
+    script = {
+        "first": [1.0, 3.0, 2.0],
+        "middle": [3.0, 1.0, 2.0],
+        "last": [3.0, 2.0, 1.0],
+        "flaky": [2.0, None, None],
+    }
+    results, handed, left = _scripted_run(script, passes=3)
+    assert results == [1.0, 1.0, 1.0, 2.0]
+    assert handed == list(zip(script, results, strict=True))
+    assert not any(left.values())
+
+
+def test_a_run_stopped_half_way_hands_on_each_measured_candidate_once():
+    # Stopped in the last pass: "a" was handed on in it, "b" and "c" are handed on with their first pass.
+    results, handed, _ = _scripted_run({"a": [2.0, 1.0], "b": [3.0, "stop"], "c": [4.0]}, passes=2)
+    assert results is None and handed == [("a", 1.0), ("b", 3.0), ("c", 4.0)]
+    # Stopped in the first pass: "c" was never measured and is not handed on.
+    results, handed, _ = _scripted_run({"a": [2.0, 1.0], "b": ["stop"], "c": [4.0]}, passes=2)
+    assert results is None and handed == [("a", 2.0)]
+
+
+def test_passes_below_one_are_refused():
+    runner = local_runner()
+    try:
+        with pytest.raises(ValueError, match="passes must be at least 1"):
+            TimedRunner(runner, passes=0)
     finally:
         runner.pool.shutdown()

@@ -47,10 +47,10 @@ def measuring_threads(target: tvm.target.Target) -> int | None:
     return int(target.attrs.get("num-cores", 0)) or None
 
 
-def target_runner(target: tvm.target.Target) -> TimedRunner:
+def target_runner(target: tvm.target.Target, passes: int = 1) -> TimedRunner:
     """A :func:`local_runner` measuring on :func:`measuring_threads` threads, under a :class:`TimedRunner`'s
-    deadline."""
-    return TimedRunner(local_runner(num_threads=measuring_threads(target)))
+    deadline, each candidate ``passes`` times."""
+    return TimedRunner(local_runner(num_threads=measuring_threads(target)), passes=passes)
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:
@@ -105,8 +105,13 @@ class TimedRunner(ms.runner.PyRunner):
     runner:
         The ``LocalRunner`` measuring (e.g. :func:`local_runner`).
     deadline_sec:
-        Wall seconds one candidate may take, worker start included; ``None``: the runner's timeout plus
-        :data:`DEADLINE_GRACE_SEC`.
+        Wall seconds one measurement (one pass of one candidate) may take, worker start included;
+        ``None``: the runner's timeout plus :data:`DEADLINE_GRACE_SEC`.
+    passes:
+        Times each candidate is measured: the batch is measured ``passes`` times over, one candidate
+        after the other, and each candidate keeps its fastest pass. Noise on a shared machine only slows a
+        timing down and comes in bursts, so a burst over one pass of a good candidate no longer hides
+        it. A candidate that failed is not measured again.
 
     Attributes
     ----------
@@ -115,11 +120,16 @@ class TimedRunner(ms.runner.PyRunner):
         to commit the record at once (:class:`~tvm_transfer.tuning.recording.RecordOnMeasure`).
     """
 
-    def __init__(self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None) -> None:
+    def __init__(
+        self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None, passes: int = 1
+    ) -> None:
         super().__init__()
+        if passes < 1:
+            raise ValueError(f"passes must be at least 1, got {passes}")
         self.inner = runner
+        self.passes = passes
         self.deadline_sec = runner.timeout_sec + DEADLINE_GRACE_SEC if deadline_sec is None else deadline_sec
-        self.walls: dict[str, float] = {}  # artifact path -> wall seconds
+        self.walls: dict[str, float] = {}  # artifact path -> wall seconds, summed over passes
         self.overruns = 0
         self.on_result: Callable[[ms.runner.RunnerInput, ms.runner.RunnerResult], None] | None = None
 
@@ -129,32 +139,72 @@ class TimedRunner(ms.runner.PyRunner):
         return self.inner.pool
 
     def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:
-        futures = []
-        for runner_input in runner_inputs:
-            start = time.perf_counter()
-            overran = threading.Event()
-            deadline = threading.Timer(self.deadline_sec, self._kill_workers, [overran])
-            deadline.daemon = True
-            deadline.start()
-            try:
-                (future,) = self.inner.run([runner_input])
-                result = future.result()
-            finally:
-                deadline.cancel()
-            if overran.is_set():
-                self.overruns += 1
-                result = ms.runner.RunnerResult(
-                    run_secs=None,
-                    error_msg=f"TimedRunner: no result after {self.deadline_sec:g} s; its worker was killed",
-                )
-                self._restart_worker()
-            elif result.error_msg and "timeout" in result.error_msg.lower():
-                self._restart_worker()
-            self.walls[str(runner_input.artifact_path)] = time.perf_counter() - start
-            if self.on_result is not None:
-                self.on_result(runner_input, result)
-            futures.append(_DoneFuture(result))
-        return futures
+        """Measure ``runner_inputs`` ``passes`` times over, one at a time, and return their results (each
+        candidate's fastest pass) as finished futures; each result is handed to :attr:`on_result` once,
+        during the last pass, or, if the run is stopped half way, before the exception goes on."""
+        results: list[ms.runner.RunnerResult | None] = [None] * len(runner_inputs)
+        handed_on = 0
+        try:
+            for last_pass in [False] * (self.passes - 1) + [True]:
+                for index, runner_input in enumerate(runner_inputs):
+                    results[index] = self._keep_faster(results[index], runner_input)
+                    if last_pass:
+                        handed_on += 1  # counted first: a hand-on that raises is not repeated
+                        self._hand_on(runner_input, results[index])
+        except BaseException:
+            self._hand_on_measured(runner_inputs[handed_on:], results[handed_on:])
+            raise
+        return [_DoneFuture(result) for result in results]
+
+    def _hand_on_measured(
+        self, runner_inputs: list[ms.runner.RunnerInput], results: list[ms.runner.RunnerResult | None]
+    ) -> None:
+        """Hand on the measured ones of ``results`` (a run stopped half way keeps what it measured)."""
+        for runner_input, result in zip(runner_inputs, results, strict=True):
+            if result is not None:
+                self._hand_on(runner_input, result)
+
+    def _keep_faster(
+        self, kept: ms.runner.RunnerResult | None, runner_input: ms.runner.RunnerInput
+    ) -> ms.runner.RunnerResult:
+        """The faster of ``kept`` (``None`` before the first pass) and a new measurement; a failed
+        candidate is not measured again, and a failed pass never replaces a measured one."""
+        if kept is not None and kept.error_msg:
+            return kept
+        new = self._measure(runner_input)
+        if kept is None or (not new.error_msg and runner_seconds(new) < runner_seconds(kept)):
+            return new
+        return kept
+
+    def _measure(self, runner_input: ms.runner.RunnerInput) -> ms.runner.RunnerResult:
+        """One measurement of one candidate under the deadline; its wall seconds add to :attr:`walls`."""
+        start = time.perf_counter()
+        overran = threading.Event()
+        deadline = threading.Timer(self.deadline_sec, self._kill_workers, [overran])
+        deadline.daemon = True
+        deadline.start()
+        try:
+            (future,) = self.inner.run([runner_input])
+            result = future.result()
+        finally:
+            deadline.cancel()
+        if overran.is_set():
+            self.overruns += 1
+            result = ms.runner.RunnerResult(
+                run_secs=None,
+                error_msg=f"TimedRunner: no result after {self.deadline_sec:g} s; its worker was killed",
+            )
+            self._restart_worker()
+        elif result.error_msg and "timeout" in result.error_msg.lower():
+            self._restart_worker()
+        key = str(runner_input.artifact_path)
+        self.walls[key] = self.walls.get(key, 0.0) + time.perf_counter() - start
+        return result
+
+    def _hand_on(self, runner_input: ms.runner.RunnerInput, result: ms.runner.RunnerResult) -> None:
+        """Pass one candidate's final result to :attr:`on_result`, if set."""
+        if self.on_result is not None:
+            self.on_result(runner_input, result)
 
     def _kill_workers(self, overran: threading.Event) -> None:
         # Only the processes are killed, from this timer thread: the thread waiting for the result then
