@@ -79,7 +79,7 @@ def test_each_candidate_keeps_its_fastest_pass_and_a_failed_one_is_not_measured_
     paths = [str(i.artifact_path) for i in (*inputs, missing)]
     assert [len(runner.seconds[path]) for path in paths] == [3, 3, 1]
     assert [path for path, _ in handed] == paths
-    assert all(h is r for (_, h), r in zip(handed, results, strict=True))
+    assert all(h.same_as(r) for (_, h), r in zip(handed, results, strict=True))
     for path, result in zip(paths[:2], results[:2], strict=True):
         assert result.error_msg is None and runner_seconds(result) == min(runner.seconds[path])
     assert results[2].error_msg
