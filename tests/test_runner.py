@@ -14,18 +14,22 @@ from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import TimedRunner, evaluator_config, local_runner, runner_seconds
 
 
-def test_a_measurement_past_the_deadline_is_killed_and_the_next_one_runs(target, matmul):
-    context = tune_context(matmul, target)
-    candidates = sample_candidates(context, 2)
+def _built_inputs(target, matmul) -> list[ms.runner.RunnerInput]:
+    """Runner inputs of two sampled schedules of ``matmul``, built for ``target``."""
+    candidates = sample_candidates(tune_context(matmul, target), 2)
     builder = PersistentBuilder()
     try:
         builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     finally:
         builder.shutdown()
-    inputs = [
+    return [
         ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
         for b, c in zip(builds, candidates, strict=True)
     ]
+
+
+def test_a_measurement_past_the_deadline_is_killed_and_the_next_one_runs(target, matmul):
+    inputs = _built_inputs(target, matmul)
     # Each measurement lasts at least 30 s, well inside the local runner's own timeout of 60 s.
     runner = TimedRunner(local_runner(number=1, min_repeat_ms=30_000, timeout_sec=60), deadline_sec=2)
     try:
@@ -57,18 +61,8 @@ class CountingRunner(TimedRunner._cls):
 
 
 def test_each_candidate_keeps_its_fastest_pass_and_a_failed_one_is_not_measured_again(target, matmul):
-    context = tune_context(matmul, target)
-    candidates = sample_candidates(context, 2)
-    builder = PersistentBuilder()
-    try:
-        builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
-    finally:
-        builder.shutdown()
-    inputs = [
-        ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
-        for b, c in zip(builds, candidates, strict=True)
-    ]
-    missing = ms.runner.RunnerInput("/nonexistent/artifact.tar", "cpu", candidates[0].args_info)
+    inputs = _built_inputs(target, matmul)
+    missing = ms.runner.RunnerInput("/nonexistent/artifact.tar", "cpu", inputs[0].args_info)
     runner = CountingRunner(local_runner(number=1, min_repeat_ms=0), passes=3)
     handed = []
     runner.on_result = lambda runner_input, result: handed.append((str(runner_input.artifact_path), result))
