@@ -106,6 +106,12 @@ def _known_geomean(values: list[float | None]) -> float | None:
     return float(gmean(known)) if known else None
 
 
+def _save(report: dict, name: str) -> None:
+    """Summarise ``report`` and write it as results/transfer/``name``.{json,md}."""
+    report["summary"] = _summary(report)
+    write_report("transfer", name, report, _markdown(report))
+
+
 def _summary(report: dict) -> dict:
     """Per arm and budget: the geometric means over operators of each row's figures, and the spread of
     the runs' timings against the re-timed latency of the same schedule (10th, 50th, 90th percentile)."""
@@ -214,11 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         row["figures"] = _operator_figures(row, CHECKPOINTS)
         row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
         report["rows"].append(row)
-        report["summary"] = _summary(report)
-        write_report("transfer", args.report_name, report, _markdown(report))
+        _save(report, args.report_name)
     if not todo and report["rows"]:  # nothing left to time: re-draw the report
-        report["summary"] = _summary(report)
-        write_report("transfer", args.report_name, report, _markdown(report))
+        _save(report, args.report_name)
     return 0
 
 

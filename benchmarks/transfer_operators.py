@@ -98,6 +98,13 @@ DEV_ARMS = {
 #: Arms whose runner measures every candidate more than once, keeping its fastest timing
 #: (``TimedRunner(passes=...)``); every other arm, and the baseline as TVM tunes, measures once.
 MEASURE_PASSES = {"tuned-model-guard16-linear-passes2": 2}
+
+
+def _measure_passes(arm: str) -> int:
+    """Times ``arm``'s runner measures each candidate (an ``ARM@LABEL`` arm as its ``ARM``)."""
+    return MEASURE_PASSES.get(arm.split("@")[0], 1)
+
+
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)
 #: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
@@ -189,8 +196,7 @@ def _measure_operator(
         row["arms"][arm] = {}
         for seed in args.seeds:
             work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
-            passes = MEASURE_PASSES.get(arm.split("@")[0], 1)
-            run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed, passes)
+            run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed, _measure_passes(arm))
             records = records_in_order(work_dir)
             row["arms"][arm][str(seed)] = {**run, "records": len(records)}
             measured = [seconds for _, seconds in records]
@@ -449,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             "arms": list(args.arms),
             "rounds": args.rounds,
             "seeds": args.seeds,
-            "measure_passes": {arm: MEASURE_PASSES.get(arm.split("@")[0], 1) for arm in args.arms},
+            "measure_passes": {arm: _measure_passes(arm) for arm in args.arms},
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
             "also_packs": {label: pack_context(other) for label, other in also_packs.items()},
