@@ -107,6 +107,8 @@ def _measure_passes(arm: str) -> int:
 
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
 SEEDS = (0, 1, 2)
+#: What a run's report entry keeps of the tuning that measured it when ``--retime`` only resumes the run.
+TUNING_FACTS = ("new_trials", "tune_seconds", "guard_weights")
 #: The goals at :data:`GOAL_TRIALS` trials: geometric mean and worst operator, relative to the baseline.
 GOAL_TRIALS, GOAL_GEOMEAN, GOAL_WORST = 16, 1.0, 1.5
 
@@ -197,6 +199,7 @@ def _measure_operator(
         for seed in args.seeds:
             work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
             run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed, _measure_passes(arm))
+            run = _with_tuning_facts(run, (earlier or {}).get("arms", {}).get(arm, {}).get(str(seed)))
             records = records_in_order(work_dir)
             row["arms"][arm][str(seed)] = {**run, "records": len(records)}
             measured = [seconds for _, seconds in records]
@@ -215,6 +218,15 @@ def _measure_operator(
     row.update(_ratios(row, args.arms, args.seeds, checkpoints))
     row["finished"], row["commit"] = time.strftime("%Y-%m-%d %H:%M:%S"), git_commit(short=True)
     return row
+
+
+def _with_tuning_facts(run: dict, before: dict | None) -> dict:
+    """``run`` with the tuning facts (:data:`TUNING_FACTS`) of ``before``, the same run's entry in the
+    earlier row, when ``run`` tuned nothing new: a re-run (``--retime``) only resumes the work dir, and
+    its guard made no decisions and its time is not the tuning's."""
+    if before is None or run["new_trials"]:
+        return run
+    return {**run, **{k: before[k] for k in TUNING_FACTS if k in before}}
 
 
 def _pick_key(arm: str, seed: int, trials: int) -> str:

@@ -61,6 +61,15 @@ def test_the_summary_judges_the_goals_at_16_trials_over_the_operators_with_a_rat
     assert list(empty["goals"].values()) == [None, None]
 
 
+def test_a_retimed_run_keeps_the_tuning_facts_of_the_run_that_tuned_it():
+    tuned = {"from_pack": False, "new_trials": 64, "tune_seconds": 61.0, "guard_weights": [1.0, 0.0]}
+    resumed = {"from_pack": False, "new_trials": 0, "tune_seconds": 0.4, "guard_weights": []}
+    assert report_module._with_tuning_facts(resumed, tuned) == tuned
+    assert report_module._with_tuning_facts(resumed, None) == resumed  # nothing earlier to keep
+    tuned_on = {**resumed, "new_trials": 8, "tune_seconds": 9.0, "guard_weights": [0.5]}
+    assert report_module._with_tuning_facts(tuned_on, tuned) == tuned_on  # it tuned: its own facts
+
+
 @pytest.mark.parametrize("spec", ["=work/p", "vit=", "a@b=work/p"])
 def test_a_second_pack_needs_a_plain_label_and_a_path(spec, capsys):
     with pytest.raises(SystemExit):
