@@ -192,6 +192,7 @@ def _measure_operator(
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     checkpoints, last = args.checkpoints, args.checkpoints[-1]
+    earlier = earlier or {}
     row = {"network": network, "task": task.task_name, **facts, "seeds": list(args.seeds), "arms": {}}
     picks, mods = {}, {}
     for arm, (policy, arm_pack) in {**args.arms, BASELINE: (None, pack)}.items():
@@ -199,7 +200,7 @@ def _measure_operator(
         for seed in args.seeds:
             work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
             run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed, _measure_passes(arm))
-            run = _with_tuning_facts(run, (earlier or {}).get("arms", {}).get(arm, {}).get(str(seed)))
+            run = _with_tuning_facts(run, earlier.get("arms", {}).get(arm, {}).get(str(seed)))
             records = records_in_order(work_dir)
             row["arms"][arm][str(seed)] = {**run, "records": len(records)}
             measured = [seconds for _, seconds in records]
@@ -211,7 +212,6 @@ def _measure_operator(
                     mods.setdefault(key, records[best][0])
     threads = measuring_threads(target)  # as during tuning
     latency = retime(mods, target, args.rounds, num_threads=threads) if mods else {}
-    earlier = earlier or {}
     timed_before = earlier.get("latency_s", {})
     latency = {k: min(v, timed_before.get(k, math.inf)) for k, v in latency.items()}
     row.update(picks=picks, latency_s=latency, retimings=earlier.get("retimings", 0) + 1)
