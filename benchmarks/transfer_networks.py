@@ -20,6 +20,8 @@ measures the pack's records of its workload from other targets) and the default 
 (``no-other-targets``). ``--blend`` compares the guard's two blends within the default policy, by rank
 (``transfer-rank``) and linear (``transfer-linear``, the default's), beside TVM alone on development
 networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they need not be listed as excluded).
+``--seeds-once`` adds to that study's work dirs the default policy with a first batch of the pack's seeds
+(``transfer-seeds-once``: ``seed_search=True, keep_seeds=False``), timed beside its other two arms.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -27,6 +29,7 @@ networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they need not 
     nice -n 19 python -m benchmarks.transfer_networks --in-pack > work/bench_in_pack.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --new-cpu --pack PACK > work/bench_new_cpu.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --blend > work/bench_blend.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --seeds-once --timing-runs 2 > work/seeds.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -165,6 +168,23 @@ STUDIES = {
             "no-transfer": None,
             "transfer-rank": dataclasses.replace(DEFAULT_POLICY, blend="rank"),
             "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear"),
+        },
+        (0, 1),
+        pack_holds="absent",
+    ),
+    # The default policy with a first batch of the pack's seeds (its nearest tasks' best schedules, then
+    # copula samples), later evolutions from the measured bests; the blend study's work dirs hold the
+    # other two arms, tuned already.
+    "seeds-once": Study(
+        "transfer_seeds_dev",
+        "A first batch of the pack's seeds (development networks)",
+        "blend",
+        DEV_NETWORKS,
+        (100,),
+        {
+            "no-transfer": None,
+            "transfer-linear": DEFAULT_POLICY,
+            "transfer-seeds-once": dataclasses.replace(DEFAULT_POLICY, seed_search=True, keep_seeds=False),
         },
         (0, 1),
         pack_holds="absent",
@@ -602,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         ("in-pack", "a network of the pack on its own target (exact matches)"),
         ("new-cpu", "a network of the pack on a CPU the pack never measured (--pack without its pass)"),
         ("blend", "the guard's rank blend against its linear blend, on development networks"),
+        ("seeds-once", "the default policy with a first batch of the pack's seeds, on development networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)

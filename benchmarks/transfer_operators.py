@@ -94,6 +94,7 @@ DEV_ARMS = {
     "tuned-model-guard16-power4": TransferPolicy(seed_search=False, fine_tune=True, selection_power=4.0),
     "tuned-model-guard16-linear": TransferPolicy(seed_search=False, fine_tune=True, blend="linear"),
     "tuned-model-guard16-linear-passes2": TransferPolicy(seed_search=False, fine_tune=True, blend="linear"),
+    "tuned-model-guard16-linear-seeds-once": TransferPolicy(fine_tune=True, blend="linear", keep_seeds=False),
 }
 #: Arms whose runner measures every candidate more than once, keeping its fastest timing
 #: (``TimedRunner(passes=...)``); every other arm, and the baseline as TVM tunes, measures once.
