@@ -123,6 +123,12 @@ DEV_ARMS = {
     "seeds": TransferPolicy(pretrained_model=False),
     "model+seeds": TransferPolicy(),
 }
+#: The blend study's arms; the seeds-once study tunes beside the first two of them, in the same work dirs.
+BLEND_ARMS = {
+    "no-transfer": None,
+    "transfer-rank": dataclasses.replace(DEFAULT_POLICY, blend="rank"),
+    "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear"),
+}
 STUDIES = {
     # Held out: tuned with two seeds.
     "held-out": Study("transfer_networks", "Transfer, held out", "held-out", HELD_OUT, BUDGETS, ARMS, (0, 1)),
@@ -164,17 +170,13 @@ STUDIES = {
         "blend",
         DEV_NETWORKS,
         (100,),
-        {
-            "no-transfer": None,
-            "transfer-rank": dataclasses.replace(DEFAULT_POLICY, blend="rank"),
-            "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear"),
-        },
+        BLEND_ARMS,
         (0, 1),
         pack_holds="absent",
     ),
-    # The default policy with a first batch of the pack's seeds (its nearest tasks' best schedules, then
-    # copula samples), later evolutions from the measured bests; the blend study's work dirs hold the
-    # other two arms, tuned already.
+    # The blend study's linear arm with a first batch of the pack's seeds (its nearest tasks' best
+    # schedules, then copula samples), later evolutions from the measured bests; the blend study's work
+    # dirs hold the other two arms, tuned already.
     "seeds-once": Study(
         "transfer_seeds_dev",
         "A first batch of the pack's seeds (development networks)",
@@ -182,9 +184,11 @@ STUDIES = {
         DEV_NETWORKS,
         (100,),
         {
-            "no-transfer": None,
-            "transfer-linear": DEFAULT_POLICY,
-            "transfer-seeds-once": dataclasses.replace(DEFAULT_POLICY, seed_search=True, keep_seeds=False),
+            "no-transfer": BLEND_ARMS["no-transfer"],
+            "transfer-linear": BLEND_ARMS["transfer-linear"],
+            "transfer-seeds-once": dataclasses.replace(
+                BLEND_ARMS["transfer-linear"], seed_search=True, keep_seeds=False
+            ),
         },
         (0, 1),
         pack_holds="absent",
