@@ -123,11 +123,13 @@ DEV_ARMS = {
     "seeds": TransferPolicy(pretrained_model=False),
     "model+seeds": TransferPolicy(),
 }
+#: The default policy before its first batch of seeds, which the blend and seeds-once studies measured.
+UNSEEDED_POLICY = TransferPolicy(seed_search=False, fine_tune=True, blend="linear")
 #: The blend study's arms; the seeds-once study tunes beside the first two of them, in the same work dirs.
 BLEND_ARMS = {
     "no-transfer": None,
-    "transfer-rank": dataclasses.replace(DEFAULT_POLICY, blend="rank"),
-    "transfer-linear": dataclasses.replace(DEFAULT_POLICY, blend="linear"),
+    "transfer-rank": dataclasses.replace(UNSEEDED_POLICY, blend="rank"),
+    "transfer-linear": UNSEEDED_POLICY,
 }
 STUDIES = {
     # Held out: tuned with two seeds.

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 import tvm_ffi
+from ms_helpers import sample_candidates, tune_context
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.search_strategy.copula.encoding import SpaceEncoding, decision_vector, trace_decisions
+from tenset_tools.metaschedule import RECORD_FILE
+from tvm_transfer.search_strategy.copula.encoding import (
+    SpaceEncoding,
+    decision_vector,
+    json_decisions,
+    json_signature,
+    trace_decisions,
+    trace_signature,
+)
 from tvm_transfer.workloads import make_workload
 
 
@@ -94,3 +104,27 @@ def test_conv2d_space_has_compute_location_and_round_trips(target):
     decisions = encoding.decisions_of(spaces[0].trace)
     assert encoding.repair(decision_vector(decisions)) == decisions
     assert encoding.replay(decisions) is not None
+
+
+def test_a_database_line_reads_as_the_trace_it_stores(tmp_path, target):
+    """Read from a database line without replaying, a trace has the decisions and design-space signature
+    of the trace committed (so a pack's records seed the task's own design spaces); conv2d traces carry
+    boolean and floating-point attributes, written to the file as numbers."""
+    workload = make_workload("conv2d", (1, 14, 14, 64, 64, 3, 1, 1))
+    context = tune_context(workload, target)
+    candidates = sample_candidates(context, 6)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    entry = database.commit_workload(workload.ir_module())
+    for candidate in candidates:
+        database.commit_tuning_record(
+            ms.database.TuningRecord(candidate.sch.trace, entry, [1e-4], target, candidate.args_info)
+        )
+    lines = (tmp_path / RECORD_FILE).read_text().splitlines()
+    spaces = {SpaceEncoding(context.mod, s, context.space_generator.postprocs).signature
+              for s in context.generate_design_space()}  # fmt: skip
+    assert len(lines) == len(candidates)
+    for line, candidate in zip(lines, candidates, strict=True):
+        trace_json = json.loads(line)[1][0]
+        assert json_decisions(trace_json) == trace_decisions(candidate.sch.trace)
+        assert json_signature(trace_json) == trace_signature(candidate.sch.trace)
+        assert json_signature(trace_json) in spaces

@@ -104,7 +104,7 @@ def test_first_measured_candidates_are_the_copula_samples(target, source_dir, tm
     assert all(d not in measured[:3] for d in measured[3:])  # evolution continues with new candidates
 
     # the copula learned the sources' preference (innermost N tile near 16) better than their average
-    sources = [_inner_n_distance(trace_decisions(r.trace)) for r in records]
+    sources = [_inner_n_distance(r.decisions) for r in records]
     assert sum(_inner_n_distance(p.decisions) for p in proposals) / 3 < sum(sources) / len(sources)
 
 
@@ -138,7 +138,7 @@ def test_anchors_propose_the_best_source_tilings_first(target, source_dir):
     assert is_anchor == sorted(is_anchor, reverse=True)  # every anchor before any draw
     # the kept sources are the fastest by the rule (innermost N tile near 16); repaired to N=128 they keep it
     kept = [_inner_n_distance(p.decisions) for p, anchor in zip(proposals, is_anchor, strict=True) if anchor]
-    sources = [_inner_n_distance(trace_decisions(r.trace)) for r in records]
+    sources = [_inner_n_distance(r.decisions) for r in records]
     assert max(kept) < sum(sources) / len(sources), (kept, sources)
 
 
@@ -291,7 +291,7 @@ def test_cli_tunes_from_a_saved_model_that_chooses_the_first_batch(target, sourc
     assert (
         main([*common, "--model-file", str(model_file), "--rank-pool", "8", "--work-dir", str(work_dir)]) == 0
     )
-    measured = {repr(trace_decisions(r.trace)) for r in load_sources([work_dir])}
+    measured = {repr(r.decisions) for r in load_sources([work_dir])}
     assert measured == {repr(d) for d in model_order[:2]}
 
     (tmp_path / "not_a_model").write_text("{}")
@@ -317,7 +317,7 @@ def test_cli_tune_network_starts_each_task_from_the_source_runs_best(target, tmp
     flags += ["--work-dir", str(work_dir), "--trials", "4", "--trials-per-iter", "4", "--population", "16"]
     assert main([*flags, "--seed-from", str(tmp_path / "collected")]) == 0
     first = next(iter_database_records(work_dir, LoadStats()))[1]
-    assert trace_decisions(first.trace) == trace_decisions(best.trace)  # the anchor is measured first
+    assert trace_decisions(first.trace) == best.decisions  # the anchor is measured first
 
     (tmp_path / "empty").mkdir()
     assert main([*flags, "--seed-from", str(tmp_path / "empty")]) == 2

@@ -4,7 +4,6 @@ pack's schedules seed the search of a task the pack never saw, on the real mlp r
 from __future__ import annotations
 
 import pytest
-from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch
 
 from tvm_transfer.cli import _cost_model, build_parser
 from tvm_transfer.cli.transfer import transfer_search
@@ -30,16 +29,17 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     assert type(guarded.pretrained).__name__ == "XGBoostCostModel"
     assert type(guarded.online_).__name__ == "XGBoostCostModel"  # the default online model
     # Chosen on development networks and operators (docs/transfer_pack.md): the pack's model, fine-tuned on
-    # the run on top of its own trees, which the guard lets learn from every batch.
-    assert DEFAULT_POLICY.name == "tuned-model"
+    # the run on top of its own trees, which the guard lets learn from every batch, and its seeds.
+    assert DEFAULT_POLICY.name == "tuned-model+seeds"
     prior_rounds = pack.model().get_params()["num_rounds"]
     assert guarded.pretrained.prior_rounds == prior_rounds and guarded.adapt_pretrained
     # Both models predict a task's normalised throughput: their scores blend linearly, call-independent.
     assert guarded.blend == "linear" and DEFAULT_POLICY.blend == "linear"
-    # The search is not seeded: evolutionary search, after the pack's records of a task's workload measured
-    # on other targets, when it has any.
-    search = transfer_search(with_pack, TuneOptions())
-    assert isinstance(search, MeasureFirst) and isinstance(search.inner, EvolutionarySearch)
+    # The first batch is the pack's seeds in the model's order, later batches evolve from the measured bests
+    # only; all after the pack's records of a task's workload measured on other targets, when it has any.
+    search = transfer_search(with_pack, TuneOptions(trials_per_iter=8))
+    assert isinstance(search, MeasureFirst) and isinstance(search.inner, CopulaSearch)
+    assert search.inner.rank_pool == 8 and not search.inner.keep_seeds
     assert isinstance(search.provider, OtherTargetCandidates) and search.provider.pack.path == pack.path
     # --no-transfer is TVM's own default: MetaSchedule's XGBModel under evolutionary search.
     assert _cost_model(_args("--no-transfer")) == "tvm-xgb"

@@ -196,8 +196,8 @@ class TransferPack:
     def seed_sampler(self) -> TraceCopulaSampler:
         """The copula sampler (:class:`~tvm_transfer.search_strategy.copula.TraceCopulaSampler`) fitted on
         the fastest schedule of every workload and target of :meth:`schedules`, which seeds searches from
-        the pack (fitted once, then cached: replaying the traces takes tens of seconds; a fitted sampler
-        is only read, so every search seeded from the pack shares it)."""
+        the pack (fitted once, then cached: fitting a copula per design space takes seconds; a fitted
+        sampler is only read, so every search seeded from the pack shares it)."""
         if not hasattr(self, "_seed_sampler"):
             from tvm_transfer.search_strategy.copula import TraceCopulaSampler
 

@@ -169,14 +169,16 @@ class TransferPolicy:
 
 
 #: The policy of ``tune``, ``tune-network`` and ``compile`` with a transfer pack: the guarded pretrained
-#: model, fine-tuned on the run, without seeding. The guarded model was never far behind TVM alone on the
-#: development networks, while seeds taken from a corpus without similar tasks started searches in poor
-#: regions; fine-tuning made its second and later batches find faster programs on development operators.
-#: The guard waits for 16 measured candidates of a task before judging the model on them: best at 16
-#: trials on development operators, and independent of the batch size. Exact matches are tuned on once
-#: the run has more trials per task than the pack measured of them: on a network of the pack, kept final
-#: they fell far behind TVM alone at large budgets, while tuning them on kept close to it. While both
-#: models have a share, the guard blends their scores linearly: scored alone, a candidate keeps its score,
-#: as the search's comparison across generations needs, and on development networks it was level with the
-#: rank blend on a CNN and ahead on a transformer layer, the case nearest to TVM alone.
-DEFAULT_POLICY = TransferPolicy(seed_search=False, fine_tune=True, blend="linear")
+#: model, fine-tuned on the run, and a first batch of the pack's seeds. The first batch measures the seeds
+#: the pretrained model ranks highest (the nearest tasks' best schedules repaired to the task's shape, then
+#: copula samples); later evolutions start from the measured bests, as MetaSchedule's own search does. The
+#: pretrained model alone tends to pick programs it merely scores high, while a seed is a program measured
+#: fast on a task with the same design space; kept in every batch's population, seeds from tasks unlike the
+#: task held searches in poor regions. Fine-tuning made its second and later batches find faster programs
+#: on development operators. The guard waits for 16 measured candidates of a task before judging the model
+#: on them: best at 16 trials on development operators, and independent of the batch size. Exact matches
+#: are tuned on once the run has more trials per task than the pack measured of them: on a network of the
+#: pack, kept final they fell far behind TVM alone at large budgets, while tuning them on kept close to it.
+#: While both models have a share, the guard blends their scores linearly: scored alone, a candidate keeps
+#: its score, as the search's comparison across generations needs.
+DEFAULT_POLICY = TransferPolicy(fine_tune=True, blend="linear", keep_seeds=False)

@@ -57,6 +57,7 @@ from tenset_tools.metaschedule import (
     mean_run_seconds,
     op_kind_of,
 )
+from tvm_transfer.search_strategy.copula.encoding import json_decisions, json_signature
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 from tvm_transfer.tuning.schedule_transfer import block_signature
 
@@ -299,26 +300,32 @@ class ScheduleDatabase:
 
     def source_records(self, ranks: int | None = None) -> list[SourceRecord]:
         """The kept records as copula sources (:class:`~tvm_transfer.search_strategy.copula.SourceRecord`:
-        trace, mean latency in seconds, workload hash, descriptor on the target it was measured on), for
-        seeding searches from the pack: the ``ranks`` fastest of every workload and target (``None``: all;
-        each record's trace is replayed on its workload, the slow part). A record whose trace no longer
-        replays is skipped with a warning."""
+        design-space signature and decisions, mean latency in seconds, workload hash, descriptor on the
+        target it was measured on), for seeding searches from the pack: the ``ranks`` fastest of every
+        workload and target (``None``: all). The traces are read from their JSON, not replayed on their
+        workloads: what the sampler proposes from them is replayed on the task it seeds. A record of a
+        sampling instruction the encoding does not support is skipped with a warning."""
         workloads: dict[str, ms.database.Workload] = {}
+        descriptors: dict[tuple[str, str], dict[str, float]] = {}
         sources = []
         for entry in self.entries:
             if ranks is not None and entry.rank >= ranks:
                 continue
             packed = self._record(entry, "source")
-            if entry.workload not in workloads:
-                workloads[entry.workload] = packed.source_workload()
-            workload = workloads[entry.workload]
+            trace_json, _run_secs, target_json = packed.record_json[:3]
+            key = (entry.workload, entry.target_id)
+            if key not in descriptors:
+                if entry.workload not in workloads:
+                    workloads[entry.workload] = packed.source_workload()
+                target = tvm.target.Target(target_json)
+                descriptors[key] = task_descriptor(workloads[entry.workload].mod, target)
             try:
-                record = packed.tuning_record(workload)
+                decisions = json_decisions(trace_json)
             except ValueError as error:
                 log.warning("pack record %s/%d skipped: %s", entry.workload, entry.rank, error)
                 continue
-            descriptor = task_descriptor(workload.mod, record.target)
-            sources.append(SourceRecord(record.trace, entry.seconds, entry.workload, descriptor))
+            signature, descriptor = json_signature(trace_json), descriptors[key]
+            sources.append(SourceRecord(signature, decisions, entry.seconds, entry.workload, descriptor))
         return sources
 
     # ---- writing ---------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ and why a transfer control without a copula is the same order over all source re
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -19,29 +18,19 @@ from tvm_transfer.search_strategy.copula.encoding import (
     SpaceEncoding,
     decision_columns,
     decision_vector,
-    trace_decisions,
-    trace_signature,
 )
 from tvm_transfer.search_strategy.copula.sources import SourceRecord
-
-log = logging.getLogger(__name__)
 
 __all__ = ["anchor_decisions", "rows_by_space"]
 
 
 def rows_by_space(records: Sequence[SourceRecord]) -> dict[str, tuple[pd.DataFrame, list[str]]]:
     """Source records as one frame per design-space signature (decision columns, descriptor columns,
-    ``cost`` in seconds, ``task``), with the descriptor columns every record of that space has. Records of
-    an unsupported sampling instruction are skipped (not transferable)."""
+    ``cost`` in seconds, ``task``), with the descriptor columns every record of that space has."""
     groups: dict[str, list[dict]] = {}
     descriptor_columns: dict[str, list[str]] = {}
     for record in records:
-        try:
-            decisions = trace_decisions(record.trace)
-        except ValueError as error:
-            log.info("skipping a source record: %s", error)
-            continue
-        signature = trace_signature(record.trace)
+        signature, decisions = record.signature, record.decisions
         values = dict(zip(decision_columns(decisions), decision_vector(decisions), strict=True))
         groups.setdefault(signature, []).append(
             source_row(values, record.descriptor, record.seconds, record.task)

@@ -46,6 +46,8 @@ __all__ = [
     "SpaceEncoding",
     "decision_columns",
     "decision_vector",
+    "json_decisions",
+    "json_signature",
     "space_encodings",
     "trace_decisions",
     "trace_signature",
@@ -63,18 +65,35 @@ def _pre_postproc(trace_json: Sequence[Any]) -> list:
     return instructions
 
 
+def _plain(value: Any) -> Any:
+    """An instruction attribute in the plain JSON a database line stores: TVM immediates as numbers,
+    booleans as 0 or 1."""
+    if type(value).__name__ in ("IntImm", "FloatImm"):  # as tenset_tools.features.trace.int_values tells them
+        value = value.value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def json_signature(trace_json: Sequence[Any]) -> str:
+    """:func:`trace_signature` of a trace's JSON as a database line stores it (dead instructions already
+    removed), read without replaying the trace on its module."""
+    instructions = _pre_postproc(trace_json)
+    return json.dumps([[str(kind), str(_plain(attrs))] for kind, _inputs, attrs, _outputs in instructions])
+
+
 def trace_signature(trace: Trace) -> str:
     """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
     instructions before ``EnterPostproc``)."""
     # Simplified: records in a database are stored without dead instructions (e.g. an unused
     # GetConsumers) while a fresh design space still has them.
-    instructions = _pre_postproc(trace.simplified(remove_postproc=True).as_json())
-    return json.dumps([[str(kind), str(attrs)] for kind, _inputs, attrs, _outputs in instructions])
+    return json_signature(trace.simplified(remove_postproc=True).as_json())
 
 
-def trace_decisions(trace: Trace) -> list[Decision]:
-    """Decisions of a trace's sampling instructions, in trace order (tiles as lists of ints)."""
-    trace_json = trace.as_json()
+def json_decisions(trace_json: Sequence[Any]) -> list[Decision]:
+    """:func:`trace_decisions` of a trace's JSON (``Trace.as_json()``, or a database line's trace)."""
     instructions = _pre_postproc(trace_json)
     decision_of = {int(index): decision for index, decision in trace_json[1]}
     out = []
@@ -89,6 +108,11 @@ def trace_decisions(trace: Trace) -> list[Decision]:
         else:
             out.append(int(decision) if decision is not None else None)
     return out
+
+
+def trace_decisions(trace: Trace) -> list[Decision]:
+    """Decisions of a trace's sampling instructions, in trace order (tiles as lists of ints)."""
+    return json_decisions(trace.as_json())
 
 
 def decision_columns(decisions: Sequence[Decision]) -> list[str]:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.schedule import Trace
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import databases_under, iter_database_records, mean_run_seconds
+from tvm_transfer.search_strategy.copula.encoding import trace_decisions, trace_signature
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
 from tvm_transfer.tuning.session import warm_start
 
@@ -51,10 +51,13 @@ def task_descriptor(mod: tvm.IRModule, target: tvm.target.Target | None = None) 
 
 @dataclass(frozen=True)
 class SourceRecord:
-    """One measured candidate of a source task: its trace, mean latency (seconds; inf = failed), task key
-    (the structural hash of its module, as hex) and descriptor."""
+    """One measured candidate of a source task: the signature of the design space its trace was sampled
+    from and the trace's decisions (:func:`.encoding.trace_signature`, :func:`.encoding.trace_decisions`),
+    mean latency (seconds; inf = failed), task key (the structural hash of its module, as hex) and
+    descriptor."""
 
-    trace: Trace
+    signature: str
+    decisions: list
     seconds: float
     task: str
     descriptor: dict[str, float]
@@ -67,7 +70,8 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
     ``exclude``: a task (typically the target) whose own records are left out, so a leave-one-out
     evaluation never sees the answer. Raises ``FileNotFoundError`` for a path without any database. The
     files are read line by line and never changed: a corrupt line (e.g. the torn last line of a killed
-    run) is skipped with a warning in the log.
+    run) is skipped with a warning in the log; a record of a sampling instruction the encoding does not
+    support (not transferable) is skipped.
     """
     records: list[SourceRecord] = []
     skip = ms.utils.shash2hex(exclude) if exclude is not None else None
@@ -82,10 +86,15 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
             if name not in descriptors:
                 descriptors[name] = task_descriptor(task.workload.mod, record.target)
             descriptor = descriptors[name]
-            if name != skip:
-                records.append(
-                    SourceRecord(record.trace, mean_run_seconds(record.run_secs), name, descriptor)
-                )
+            if name == skip:
+                continue
+            try:
+                decisions = trace_decisions(record.trace)
+            except ValueError as error:
+                log.info("skipping a source record: %s", error)
+                continue
+            seconds = mean_run_seconds(record.run_secs)
+            records.append(SourceRecord(trace_signature(record.trace), decisions, seconds, name, descriptor))
     return records
 
 

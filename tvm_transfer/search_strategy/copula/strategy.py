@@ -158,7 +158,10 @@ class CopulaSearch(WrappingStrategy):
         return self._take(bests, num) or None
 
     def _database_best(self) -> list:
-        """Best measured schedules of this task so far (MetaSchedule's own strategy starts from them too)."""
+        """Best measured schedules of this task so far (MetaSchedule's own strategy starts from them too),
+        marked as measured: read back from the database, a program can hash unlike the same program made
+        here (:func:`~tvm_transfer.search_strategy.base.program_key`), and an evolution may return it as
+        it is."""
         if self.database is None:
             return []
         k = int(int(self.evo_kwargs.get("population_size", 512)) * 0.2)
@@ -167,6 +170,7 @@ class CopulaSearch(WrappingStrategy):
         for record in self.database.get_top_k(workload, k):
             candidate = record.as_measure_candidate()
             if candidate is not None:
+                self.measured.add(program_key(candidate.sch))
                 out.append(candidate.sch)
         return out
 
