@@ -17,11 +17,12 @@ the default policy with every exact match final (``exact-final``). ``--new-cpu``
 a CPU the pack never measured (``--pack``: one without this CPU's pass): no exact match, every task's
 workload measured on other targets. It compares TVM alone, the default policy (each task's first batch
 measures the pack's records of its workload from other targets) and the default policy without them
-(``no-other-targets``). ``--blend`` compares the guard's two blends within the default policy, by rank
-(``transfer-rank``) and linear (``transfer-linear``, the default's), beside TVM alone on development
-networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they need not be listed as excluded).
-``--seeds-once`` adds to that study's work dirs the default policy with a first batch of the pack's seeds
-(``transfer-seeds-once``: ``seed_search=True, keep_seeds=False``), timed beside its other two arms.
+(``no-other-targets``). ``--blend`` compares the guard's two blends within the default policy as it was
+before its seeds (:data:`UNSEEDED_POLICY`), by rank (``transfer-rank``) and linear (``transfer-linear``),
+beside TVM alone on development networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they
+need not be listed as excluded). ``--seeds-once`` adds to that study's work dirs that policy with a first
+batch of the pack's seeds (``transfer-seeds-once``: ``seed_search=True, keep_seeds=False``, now the
+default), timed beside its other two arms.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU

@@ -12,6 +12,7 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import RECORD_FILE
+from tvm_transfer.search_strategy.base import measure_candidate
 from tvm_transfer.search_strategy.copula.encoding import (
     SpaceEncoding,
     decision_vector,
@@ -108,23 +109,27 @@ def test_conv2d_space_has_compute_location_and_round_trips(target):
 
 def test_a_database_line_reads_as_the_trace_it_stores(tmp_path, target):
     """Read from a database line without replaying, a trace has the decisions and design-space signature
-    of the trace committed (so a pack's records seed the task's own design spaces); conv2d traces carry
-    boolean and floating-point attributes, written to the file as numbers."""
+    of the trace committed (so a pack's records seed the task's own design spaces): a program sampled by
+    MetaSchedule (stored without dead instructions) and one a copula seed makes of a design space (with
+    them); conv2d traces carry boolean and floating-point attributes, written to the file as numbers."""
     workload = make_workload("conv2d", (1, 14, 14, 64, 64, 3, 1, 1))
     context = tune_context(workload, target)
-    candidates = sample_candidates(context, 6)
+    encodings = [SpaceEncoding(context.mod, s, context.space_generator.postprocs)
+                 for s in context.generate_design_space()]  # fmt: skip
+    seeds = [e.replay(e.decisions_of(e.trace)) for e in encodings]
+    schedules = [c.sch for c in sample_candidates(context, 6)] + [s for s in seeds if s is not None]
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
     entry = database.commit_workload(workload.ir_module())
-    for candidate in candidates:
+    for schedule in schedules:
         database.commit_tuning_record(
-            ms.database.TuningRecord(candidate.sch.trace, entry, [1e-4], target, candidate.args_info)
+            ms.database.TuningRecord(
+                schedule.trace, entry, [1e-4], target, measure_candidate(schedule).args_info
+            )
         )
     lines = (tmp_path / RECORD_FILE).read_text().splitlines()
-    spaces = {SpaceEncoding(context.mod, s, context.space_generator.postprocs).signature
-              for s in context.generate_design_space()}  # fmt: skip
-    assert len(lines) == len(candidates)
-    for line, candidate in zip(lines, candidates, strict=True):
+    assert len(lines) == len(schedules) > 6
+    for line, schedule in zip(lines, schedules, strict=True):
         trace_json = json.loads(line)[1][0]
-        assert json_decisions(trace_json) == trace_decisions(candidate.sch.trace)
-        assert json_signature(trace_json) == trace_signature(candidate.sch.trace)
-        assert json_signature(trace_json) in spaces
+        assert json_decisions(trace_json) == trace_decisions(schedule.trace)
+        assert json_signature(trace_json) == trace_signature(schedule.trace)
+        assert json_signature(trace_json) in {e.signature for e in encodings}

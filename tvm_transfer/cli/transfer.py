@@ -40,8 +40,8 @@ def add_transfer_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="use this transfer pack (`tenset-tools pack WORK_DIR... -o PATH`) instead of the one shipped "
         "with the package: tasks it measured on this target are applied with 0 trials (and tuned on from "
-        "there when --trials gives a task more than the pack measured), the others tune under its "
-        "pretrained model, guarded",
+        "there when --trials gives a task more than the pack measured), the others measure its best "
+        "schedules of similar tasks first and tune under its pretrained model, guarded",
     )
     group.add_argument(
         "--no-transfer",

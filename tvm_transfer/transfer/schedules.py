@@ -303,11 +303,11 @@ class ScheduleDatabase:
         design-space signature and decisions, mean latency in seconds, workload hash, descriptor on the
         target it was measured on), for seeding searches from the pack: the ``ranks`` fastest of every
         workload and target (``None``: all). The traces are read from their JSON, not replayed on their
-        workloads: what the sampler proposes from them is replayed on the task it seeds. A record of a
-        sampling instruction the encoding does not support is skipped with a warning."""
+        workloads: what the sampler proposes from them is replayed on the task it seeds. Records of a
+        sampling instruction the encoding does not support are skipped (one warning counts them)."""
         workloads: dict[str, ms.database.Workload] = {}
         descriptors: dict[tuple[str, str], dict[str, float]] = {}
-        sources = []
+        sources, unsupported = [], []
         for entry in self.entries:
             if ranks is not None and entry.rank >= ranks:
                 continue
@@ -322,10 +322,12 @@ class ScheduleDatabase:
             try:
                 decisions = json_decisions(trace_json)
             except ValueError as error:
-                log.warning("pack record %s/%d skipped: %s", entry.workload, entry.rank, error)
+                unsupported.append(f"{entry.workload}/{entry.rank}: {error}")
                 continue
             signature, descriptor = json_signature(trace_json), descriptors[key]
             sources.append(SourceRecord(signature, decisions, entry.seconds, entry.workload, descriptor))
+        if unsupported:
+            log.warning("%d pack records do not seed searches (first: %s)", len(unsupported), unsupported[0])
         return sources
 
     # ---- writing ---------------------------------------------------------------------------------------

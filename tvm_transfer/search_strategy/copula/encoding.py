@@ -26,8 +26,9 @@ traces follows ``tenset_tools.features.trace``.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ import numpy as np
 import tvm
 from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.schedule import Trace
+from tvm.s_tir.schedule import InstructionKind, Trace
 
 from tenset_tools.features.trace import int_values
 from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
@@ -68,7 +69,7 @@ def _pre_postproc(trace_json: Sequence[Any]) -> list:
 def _plain(value: Any) -> Any:
     """An instruction attribute in the plain JSON a database line stores: TVM immediates as numbers,
     booleans as 0 or 1."""
-    if type(value).__name__ in ("IntImm", "FloatImm"):  # as tenset_tools.features.trace.int_values tells them
+    if type(value).__name__ in ("IntImm", "FloatImm"):  # by name, as tenset_tools.features.trace does
         value = value.value
     if isinstance(value, bool):
         return int(value)
@@ -77,19 +78,47 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _is_pure(kind: str) -> bool:
+    return bool(InstructionKind.get(kind).is_pure)
+
+
+def _names(inputs: Any) -> Iterator[str]:
+    """The random-variable names among a JSON instruction's inputs (nested lists included)."""
+    if isinstance(inputs, list | tuple):
+        for value in inputs:
+            yield from _names(value)
+    elif isinstance(inputs, str):
+        yield inputs
+
+
+def _live(instructions: Sequence[Any]) -> list:
+    """``instructions`` without the pure ones (lookups, samples) whose outputs no later instruction uses,
+    as ``Trace.simplified`` drops them: one backward pass, since an input only names earlier outputs."""
+    used: set[str] = set()
+    kept = []
+    for instruction in reversed(instructions):
+        kind, inputs, _attrs, outputs = instruction
+        if _is_pure(str(kind)) and used.isdisjoint(map(str, outputs)):
+            continue
+        kept.append(instruction)
+        used.update(_names(inputs))
+    return kept[::-1]
+
+
 def json_signature(trace_json: Sequence[Any]) -> str:
-    """:func:`trace_signature` of a trace's JSON as a database line stores it (dead instructions already
-    removed), read without replaying the trace on its module."""
-    instructions = _pre_postproc(trace_json)
+    """:func:`trace_signature` of a trace's JSON (``Trace.as_json()``, or a database line's trace), read
+    without replaying the trace on its module."""
+    instructions = _live(_pre_postproc(trace_json))
     return json.dumps([[str(kind), str(_plain(attrs))] for kind, _inputs, attrs, _outputs in instructions])
 
 
 def trace_signature(trace: Trace) -> str:
     """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
-    instructions before ``EnterPostproc``)."""
-    # Simplified: records in a database are stored without dead instructions (e.g. an unused
-    # GetConsumers) while a fresh design space still has them.
-    return json_signature(trace.simplified(remove_postproc=True).as_json())
+    instructions before ``EnterPostproc``, dead ones left out)."""
+    # Dead instructions left out: MetaSchedule stores records simplified (e.g. without an unused
+    # GetConsumers) while a fresh design space, and a schedule replayed from it, still has them.
+    return json_signature(trace.as_json())
 
 
 def json_decisions(trace_json: Sequence[Any]) -> list[Decision]:
