@@ -1,10 +1,10 @@
 """Source records for transfer: measured candidates read from earlier MetaSchedule tuning work dirs.
 
 A source record is one measured candidate (its design space's signature and its decisions) with its task's
-descriptor. The descriptor is derived from the task
-itself, so any work dir works without knowing how it was made: ``log2`` of every dimension of the entry
-function's tensor arguments (``a<i>_d<j>``; e.g. a matmul gives M, K, K, N, M, N; duplicates are dropped by
-the copula) and the target's hardware features (``hw_<name>``, :func:`tvm_transfer.target.hardware_features`).
+descriptor. The descriptor is derived from the task itself, so any work dir works without knowing how it
+was made: ``log2`` of every dimension of the entry function's tensor arguments (``a<i>_d<j>``; e.g. a
+matmul gives M, K, K, N, M, N; duplicates are dropped by the copula) and the target's hardware features
+(``hw_<name>``, :func:`tvm_transfer.target.hardware_features`).
 Tasks whose argument ranks differ cannot share columns; :func:`load_sources` keeps what matches a target.
 
 :func:`pretrain_on_sources` trains a cost model on the same work dirs, so that the evolution that follows
