@@ -57,7 +57,6 @@ from tenset_tools.metaschedule import (
     mean_run_seconds,
     op_kind_of,
 )
-from tvm_transfer.search_strategy.copula.encoding import json_decisions, json_signature
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 from tvm_transfer.tuning.schedule_transfer import block_signature
 
@@ -320,12 +319,11 @@ class ScheduleDatabase:
                 target = tvm.target.Target(target_json)
                 descriptors[key] = task_descriptor(workloads[entry.workload].mod, target)
             try:
-                decisions = json_decisions(trace_json)
+                sources.append(
+                    SourceRecord.from_trace_json(trace_json, entry.seconds, entry.workload, descriptors[key])
+                )
             except ValueError as error:
                 unsupported.append(f"{entry.workload}/{entry.rank}: {error}")
-                continue
-            signature, descriptor = json_signature(trace_json), descriptors[key]
-            sources.append(SourceRecord(signature, decisions, entry.seconds, entry.workload, descriptor))
         if unsupported:
             log.warning("%d pack records do not seed searches (first: %s)", len(unsupported), unsupported[0])
         return sources

@@ -24,7 +24,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import databases_under, iter_database_records, mean_run_seconds
-from tvm_transfer.search_strategy.copula.encoding import trace_decisions, trace_signature
+from tvm_transfer.search_strategy.copula.encoding import json_decisions, json_signature
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
 from tvm_transfer.tuning.session import warm_start
 
@@ -63,6 +63,14 @@ class SourceRecord:
     task: str
     descriptor: dict[str, float]
 
+    @classmethod
+    def from_trace_json(
+        cls, trace_json: Sequence, seconds: float, task: str, descriptor: dict[str, float]
+    ) -> SourceRecord:
+        """The record of a trace's JSON as a database line stores it, read without replaying the trace.
+        Raises ``ValueError`` for a sampling instruction the encoding does not support."""
+        return cls(json_signature(trace_json), json_decisions(trace_json), seconds, task, descriptor)
+
 
 def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None = None) -> list[SourceRecord]:
     """All measured records of the JSONDatabases at or under ``work_dirs`` (work dirs as written by
@@ -80,7 +88,7 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
     descriptors: dict[str, dict[str, float]] = {}  # by task: the descriptor of its first record's target
     for work_dir in databases_under(work_dirs):
         names: dict[int, str] = {}
-        for task, record, _trace, _line in iter_database_records(work_dir, stats):
+        for task, record, trace_json, _line in iter_database_records(work_dir, stats):
             if id(task) not in names:
                 names[id(task)] = ms.utils.shash2hex(task.workload.mod)
             name = names[id(task)]
@@ -89,13 +97,11 @@ def load_sources(work_dirs: Sequence[str | Path], exclude: tvm.IRModule | None =
             descriptor = descriptors[name]
             if name == skip:
                 continue
+            seconds = mean_run_seconds(record.run_secs)
             try:
-                decisions = trace_decisions(record.trace)
+                records.append(SourceRecord.from_trace_json(trace_json, seconds, name, descriptor))
             except ValueError as error:
                 log.info("skipping a source record: %s", error)
-                continue
-            seconds = mean_run_seconds(record.run_secs)
-            records.append(SourceRecord(trace_signature(record.trace), decisions, seconds, name, descriptor))
     return records
 
 
