@@ -41,6 +41,7 @@ machine's noise bursts can slow one pick through all rounds of one run.
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_operators --dev --arms A,B   # only these arms of the study
+    nice -n 19 python -m benchmarks.transfer_operators --dev --networks N   # the study on N's operators
     nice -n 19 python -m benchmarks.transfer_operators --pack NEW --also-pack before=OLD   # two packs
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
     nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
@@ -397,6 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dev", action="store_true", help="the policy study on development operators")
     parser.add_argument(
+        "--networks",
+        nargs="+",
+        help="take the operators of these networks instead (default: the held-out ones; --dev: "
+        + ", ".join(DEV_NETWORKS)
+        + "); the pack must not hold them",
+    )
+    parser.add_argument(
         "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
     )
     parser.add_argument("--work-root", default="work/bench_transfer_ops", help="root of the work dirs")
@@ -429,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     networks = QUICK_NETWORKS if args.quick else DEV_NETWORKS if args.dev else HELD_OUT
+    networks = tuple(args.networks) if args.networks else networks
     per_network = QUICK_PER_NETWORK if args.quick else PER_NETWORK
     args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS

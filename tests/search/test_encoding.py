@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 import pytest
+import tvm
 import tvm_ffi
 from ms_helpers import sample_candidates, tune_context
+from tvm import te, topi
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import RECORD_FILE
@@ -25,7 +27,10 @@ from tvm_transfer.workloads import make_workload
 
 
 def _spaces(kind, shape, target):
-    mod = make_workload(kind, shape).ir_module()
+    return _module_spaces(make_workload(kind, shape).ir_module(), target)
+
+
+def _module_spaces(mod, target):
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          search_strategy="evolutionary", task_name="t", num_threads=2)  # fmt: skip
     spaces = ctx.generate_design_space()
@@ -133,3 +138,35 @@ def test_a_database_line_reads_as_the_trace_it_stores(tmp_path, target):
         assert json_decisions(trace_json) == trace_decisions(schedule.trace)
         assert json_signature(trace_json) == trace_signature(schedule.trace)
         assert json_signature(trace_json) in {e.signature for e in encodings}
+
+
+def _fused_conv(activation: str, depthwise: bool = False) -> tvm.IRModule:
+    """A 3x3 convolution (NCHW, 32 -> 64 channels) with a per-channel shift and an activation, as a
+    network's fused operator."""
+    data = te.placeholder((1, 32, 14, 14), name="data")
+    if depthwise:
+        weight = te.placeholder((32, 1, 3, 3), name="weight")
+        conv = topi.nn.group_conv2d_nchw(data, weight, 1, 1, 1, 32)
+    else:
+        weight = te.placeholder((64, 32, 3, 3), name="weight")
+        conv = topi.nn.conv2d_nchw(data, weight, 1, 1, 1)
+    shift = te.placeholder((1, conv.shape[1], 1, 1), name="shift")
+    y = topi.add(conv, shift)
+    out = {"relu": lambda: topi.nn.relu(y), "silu": lambda: topi.multiply(y, topi.sigmoid(y))}[activation]()
+    return tvm.IRModule({"main": te.create_prim_func([data, weight, shift, out])})
+
+
+def test_a_convolution_seeds_one_with_another_activation(target):
+    """The epilogue a convolution is fused with (ReLU or SiLU) does not change its design spaces'
+    signatures, so one's records seed the other: a ReLU schedule's decisions replay on the SiLU task
+    unchanged. A depthwise convolution's spaces stay apart."""
+    _, relu, _ = _module_spaces(_fused_conv("relu"), target)
+    _, silu, _ = _module_spaces(_fused_conv("silu"), target)
+    _, depthwise, _ = _module_spaces(_fused_conv("silu", depthwise=True), target)
+    assert [e.signature for e in silu] == [e.signature for e in relu]
+    assert not {e.signature for e in depthwise} & {e.signature for e in relu}
+    for source, seeded in zip(relu, silu, strict=True):
+        assert seeded.columns == source.columns
+        decisions = source.decisions_of(source.trace)
+        assert seeded.repair(source.encode(decisions)) == decisions
+        assert seeded.replay(decisions) is not None

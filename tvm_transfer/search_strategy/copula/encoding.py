@@ -20,8 +20,9 @@ location), and runs the space's post-processors.
 
 Traces of measured records (any shape of the same operator kind) are matched to a space by their
 *signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
-the shape (inputs are symbolic and decisions are excluded), after dead-code removal. The JSON parsing of
-traces follows ``tenset_tools.features.trace``.
+the shape (inputs are symbolic and decisions are excluded), without the inlining of elementwise blocks
+(:data:`INLINING_KINDS`) and after dead-code removal. So an operator's spaces match those of the same main
+computation fused with another epilogue. The JSON parsing of traces follows ``tenset_tools.features.trace``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tenset_tools.features.trace import int_values
 from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
 
 __all__ = [
+    "INLINING_KINDS",
     "SAMPLING_KINDS",
     "SamplingSite",
     "SpaceEncoding",
@@ -55,6 +57,10 @@ __all__ = [
 ]
 
 SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+#: Instructions that fold an elementwise block (padding, bias, batch norm, activation) into its neighbour.
+#: They name the fused epilogue, not the loops the decisions tile, so signatures leave them out: a
+#: convolution ending in SiLU shares the design space of one ending in ReLU.
+INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
 Decision = Any  # list[int] for tiles, int otherwise
 
 
@@ -109,13 +115,13 @@ def _live(instructions: Sequence[Any]) -> list:
 def json_signature(trace_json: Sequence[Any]) -> str:
     """:func:`trace_signature` of a trace's JSON (``Trace.as_json()``, or a database line's trace), read
     without replaying the trace on its module."""
-    instructions = _live(_pre_postproc(trace_json))
+    instructions = _live([i for i in _pre_postproc(trace_json) if str(i[0]) not in INLINING_KINDS])
     return json.dumps([[str(kind), str(_plain(attrs))] for kind, _inputs, attrs, _outputs in instructions])
 
 
 def trace_signature(trace: Trace) -> str:
     """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
-    instructions before ``EnterPostproc``, dead ones left out)."""
+    instructions before ``EnterPostproc``; inlining and dead instructions left out)."""
     # Dead instructions left out: MetaSchedule stores records simplified (e.g. without an unused
     # GetConsumers) while a fresh design space, and a schedule replayed from it, still has them.
     return json_signature(trace.as_json())
