@@ -141,8 +141,8 @@ def test_a_database_line_reads_as_the_trace_it_stores(tmp_path, target):
 
 
 def _fused_conv(activation: str, depthwise: bool = False) -> tvm.IRModule:
-    """A 3x3 convolution (NCHW, 32 -> 64 channels) with a per-channel shift and an activation, as a
-    network's fused operator."""
+    """A 3x3 convolution (NCHW, 32 input channels; 64 output channels, or 32 when depthwise) with a
+    per-channel shift and an activation, as a network's fused operator."""
     data = te.placeholder((1, 32, 14, 14), name="data")
     if depthwise:
         weight = te.placeholder((32, 1, 3, 3), name="weight")
