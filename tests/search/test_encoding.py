@@ -158,8 +158,9 @@ def _fused_conv(activation: str, depthwise: bool = False) -> tvm.IRModule:
 
 def test_a_convolution_seeds_one_with_another_activation(target):
     """The epilogue a convolution is fused with (ReLU or SiLU) does not change its design spaces'
-    signatures, so one's records seed the other: a ReLU schedule's decisions replay on the SiLU task
-    unchanged. A depthwise convolution's spaces stay apart."""
+    signatures, so one's records seed the other: a ReLU schedule's decisions encode to the SiLU space's
+    columns and replay on the SiLU task. A depthwise convolution's spaces stay apart (its main block's
+    name, which signatures keep, differs)."""
     _, relu, _ = _module_spaces(_fused_conv("relu"), target)
     _, silu, _ = _module_spaces(_fused_conv("silu"), target)
     _, depthwise, _ = _module_spaces(_fused_conv("silu", depthwise=True), target)

@@ -57,9 +57,10 @@ __all__ = [
 ]
 
 SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
-#: Instructions that fold an elementwise block (padding, bias, batch norm, activation) into its neighbour.
-#: They name the fused epilogue, not the loops the decisions tile, so signatures leave them out: a
-#: convolution ending in SiLU shares the design space of one ending in ReLU.
+#: Instructions that fold an injective block (bias, batch norm, activation; on CPU also a transpose or
+#: reshape the main block reads) into its neighbour. They name the fused blocks, not the loops the decisions
+#: tile, so signatures leave them out: a convolution ending in SiLU shares the design space of one ending
+#: in ReLU.
 INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
 Decision = Any  # list[int] for tiles, int otherwise
 
