@@ -20,7 +20,7 @@ location), and runs the space's post-processors.
 
 Traces of measured records (any shape of the same operator kind) are matched to a space by their
 *signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
-the shape (inputs are symbolic and decisions are excluded), without the inlining of elementwise blocks
+the shape (inputs are symbolic and decisions are excluded), without the inlining of injective blocks
 (:data:`INLINING_KINDS`) and after dead-code removal. So an operator's spaces match those of the same main
 computation fused with another epilogue. The JSON parsing of traces follows ``tenset_tools.features.trace``.
 """
