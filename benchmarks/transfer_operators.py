@@ -9,7 +9,8 @@ with at least :data:`MIN_SHARE` of the work is taken first, then the heaviest ta
 :data:`PER_NETWORK` tasks; a task whose workload was already taken is skipped. A task's kind is the name
 and iteration kinds of its first block with a reduction (``conv2d_nchw``/``SSSSRRR``: convolution,
 ``group_conv2d_nchw``: depthwise convolution, ``matmul``/``SSR``: dense layer, ``matmul``/``SSSR``: batch
-matmul); tasks without a reduction are never taken. Nothing measured enters the rule.
+matmul); tasks without a reduction are never taken. ``--kinds`` keeps only the tasks of the kinds named,
+and the rule walks down theirs. Nothing measured enters the rule.
 
 Arms. Every operator is tuned alone, per arm and seed (:data:`SEEDS`, ``--seeds``) in
 ``work/bench_transfer_ops/<mcpu>/<network>/<task>/<arm>/seed<k>``, to 64 trials in batches of 8:
@@ -33,15 +34,18 @@ the baseline's picks after the last budget: one run per operator is dominated by
 Goals: geometric mean over operators at 16 trials at most 1.0; no operator above 1.5 at 16 trials.
 
 The pack must exclude the held-out networks (as ``transfer_networks`` checks). The report is written after
-every operator; a re-run skips finished operators (all of them when the seeds differ), and the work dirs
-resume an interrupted tuning. ``--retime`` times the picks of finished operators again, in new interleaved
-rounds, and keeps each pick's fastest timing over all runs (the row's ``retimings`` counts them): the
-machine's noise bursts can slow one pick through all rounds of one run.
+every operator; a re-run skips finished operators (all of them when the seeds differ; a report of other
+networks or kinds is refused), and the work dirs resume an interrupted tuning. ``--retime`` times the picks
+of finished operators again, in new interleaved rounds, and keeps each pick's fastest timing over all runs
+(the row's ``retimings`` counts them): the machine's noise bursts can slow one pick through all rounds of
+one run.
 
     nice -n 19 python -m benchmarks.transfer_operators > work/bench_transfer_ops.log 2>&1 &   # resumable
     nice -n 19 python -m benchmarks.transfer_operators --dev > work/bench_ops_dev.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_operators --dev --arms A,B   # only these arms of the study
     nice -n 19 python -m benchmarks.transfer_operators --dev --networks N   # the study on N's operators
+    nice -n 19 python -m benchmarks.transfer_operators --dev --networks N --kinds group_conv2d_nchw \
+        --report-name NAME   # only N's depthwise convolutions
     nice -n 19 python -m benchmarks.transfer_operators --pack NEW --also-pack before=OLD   # two packs
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
     nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
@@ -120,8 +124,17 @@ def _kind(mod) -> str | None:
     return next((f"{name}/{kinds}" for name, kinds in block_signature(mod) if "R" in kinds), None)
 
 
-def _operators(networks: tuple[str, ...], per_network: int, target) -> list[tuple[str, object, dict]]:
-    """``(network, extracted task, facts)`` of the chosen operators (the rule of the module docstring)."""
+def _of_kinds(kind: str | None, wanted: tuple[str, ...] | None) -> bool:
+    """Whether an operator of ``kind`` is studied: it has a reduction, and its kind or its block name (the
+    kind before ``/``) is in ``wanted`` (every kind when ``wanted`` is ``None``)."""
+    return kind is not None and (wanted is None or kind in wanted or kind.split("/")[0] in wanted)
+
+
+def _operators(
+    networks: tuple[str, ...], per_network: int, target, wanted: tuple[str, ...] | None = None
+) -> list[tuple[str, object, dict]]:
+    """``(network, extracted task, facts)`` of the chosen operators (the rule of the module docstring),
+    among those of the ``wanted`` kinds (:func:`_of_kinds`)."""
     from tvm.s_tir.meta_schedule.utils import shash2hex
 
     chosen, seen = [], set()
@@ -129,7 +142,11 @@ def _operators(networks: tuple[str, ...], per_network: int, target) -> list[tupl
         tasks = extract_network_tasks(network, target)
         works = sorted(task_work(tasks), key=lambda w: -w.work)  # stable: ties keep extraction order
         kinds = {w.index: _kind(tasks[w.index].dispatched[0]) for w in works}
-        fresh = [w for w in works if kinds[w.index] and shash2hex(tasks[w.index].dispatched[0]) not in seen]
+        fresh = [
+            w
+            for w in works
+            if _of_kinds(kinds[w.index], wanted) and shash2hex(tasks[w.index].dispatched[0]) not in seen
+        ]
         first_of_kind = {}
         for w in fresh:
             if w.share >= MIN_SHARE:
@@ -405,6 +422,13 @@ def main(argv: list[str] | None = None) -> int:
         + "); the pack must not hold them",
     )
     parser.add_argument(
+        "--kinds",
+        nargs="+",
+        metavar="KIND",
+        help="take only operators of these kinds, given as NAME/ITERATIONS or NAME (for example "
+        "group_conv2d_nchw: depthwise convolutions), however small their share of the work",
+    )
+    parser.add_argument(
         "--pack", default=str(DEFAULT_PACK), help="the transfer pack (default: the shipped one)"
     )
     parser.add_argument("--work-root", default="work/bench_transfer_ops", help="root of the work dirs")
@@ -463,16 +487,23 @@ def main(argv: list[str] | None = None) -> int:
     report = None if args.quick else load_resumable(path, pack, target, also_packs)
     if report is not None and report.get("arms") != list(args.arms):
         raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
+    kinds = list(args.kinds) if args.kinds else None
+    if report is not None and (report.get("networks"), report.get("kinds")) != (list(networks), kinds):
+        raise SystemExit(
+            f"{path} studies the operators of other networks or kinds ({', '.join(report['networks'])}; "
+            f"kinds {report.get('kinds') or 'all'}): pass --report-name to start a report of its own"
+        )
     if report is not None and report.get("seeds") != args.seeds:
         print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)
         report = None  # the work dirs keep every tuning, so only the picks are re-timed
     if report is None:
         report = {"rows": []}
-    operators = _operators(networks, per_network, target)
+    operators = _operators(networks, per_network, target, args.kinds and tuple(args.kinds))
     report.update(
         {
             "dev": args.dev,
             "networks": list(networks),
+            "kinds": kinds,
             "checkpoints": list(args.checkpoints),
             "arms": list(args.arms),
             "rounds": args.rounds,

@@ -70,6 +70,15 @@ def test_a_retimed_run_keeps_the_tuning_facts_of_the_run_that_tuned_it():
     assert report_module._with_tuning_facts(tuned_on, tuned) == tuned_on  # it tuned: its own facts
 
 
+def test_kinds_are_chosen_by_their_block_name_or_in_full():
+    depthwise = "group_conv2d_nchw/SSSSRR"
+    assert report_module._of_kinds(depthwise, None)
+    assert report_module._of_kinds(depthwise, ("matmul", depthwise))
+    assert report_module._of_kinds(depthwise, ("group_conv2d_nchw",))
+    assert not report_module._of_kinds("conv2d_nchw/SSSSRRR", ("group_conv2d_nchw", "conv2d_nchw/SSSS"))
+    assert not report_module._of_kinds(None, None)  # no reduction: never an operator
+
+
 @pytest.mark.parametrize("spec", ["=work/p", "vit=", "a@b=work/p"])
 def test_a_second_pack_needs_a_plain_label_and_a_path(spec, capsys):
     with pytest.raises(SystemExit):

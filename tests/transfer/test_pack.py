@@ -11,8 +11,11 @@ import shutil
 
 import numpy as np
 import pytest
+import tvm
 import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import shash2hex
+from tvm.s_tir.schedule import ScheduleError
 
 from tenset_tools import command
 from tenset_tools.ansor.records import LoadStats
@@ -433,3 +436,18 @@ def test_a_pack_extends_another_and_counts_a_run_once(tuned_mlp, tmp_path):
     assert (repacked.path / repacked.manifest["models"]["xgboost"]).read_bytes() == model_file.read_bytes()
     with pytest.raises(ValueError, match="no work dirs and no base pack"):
         build_pack([], tmp_path / "x.pack", models=())
+
+
+def test_an_exact_match_replays_on_a_task_whose_blocks_have_other_names(pack, mlp_tasks, target, tmp_path):
+    # Relax names a fused task's blocks after its variables: one workload, other names in another network.
+    mod = mlp_tasks[0].dispatched[0]
+    other = tvm.script.from_source(re.sub(r'T\.sblock\("(\w+)"\)', r'T.sblock("other_\1")', mod.script()))
+    assert shash2hex(other) == shash2hex(mod) and "other_matmul" in other.script()
+    record = pack.schedules().exact(other, target)[0]
+    with pytest.raises(ScheduleError):  # the trace as measured looks up the source's names
+        ms.database.TuningRecord.from_json(list(record.record_json), ms.database.Workload(other))
+    applied = apply_pack(pack, [("other", other)], target, tmp_path)
+    assert list(applied) == [0] and applied[0].seconds == record.seconds
+    database = open_database(tmp_path)
+    schedule = database.query_schedule(other, target, "main")
+    assert schedule is not None and "other_matmul" in schedule.mod.script()

@@ -169,8 +169,9 @@ class PackRecord:
         return self._parsed(workload).trace
 
     def _parsed(self, workload: ms.database.Workload) -> ms.database.TuningRecord:
+        record_json = _renamed_blocks(self.record_json, self.source_workload().mod, workload.mod)
         try:
-            return ms.database.TuningRecord.from_json(list(self.record_json), workload)
+            return ms.database.TuningRecord.from_json(record_json, workload)
         except Exception as error:  # TVM raises its own error types for a trace that does not apply
             raise ValueError(
                 f"the pack's trace does not replay ({str(error).splitlines()[0][:200]})"
@@ -179,6 +180,44 @@ class PackRecord:
     def source_workload(self) -> ms.database.Workload:
         """The workload the record was measured on (its own module: for a similar task, not the caller's)."""
         return ms.database.Workload.from_json(list(self.workload_json))
+
+
+def _renamed_blocks(record_json: Sequence, source: tvm.IRModule, mod: tvm.IRModule) -> list:
+    """``record_json`` (a MetaSchedule tuning record's JSON) with its trace's block lookups renamed from
+    ``source``, the module it was measured on, to ``mod``, a structurally equal module. Relax names a fused
+    task's blocks and buffers after its variables, so one workload has other names in each network it comes
+    from, and a trace looks blocks up by name: those of the module and those its own steps derive from them
+    (``rfactor`` appends ``_rf`` to a block's name, a cache stage names its block after the buffer)."""
+    renamed = {
+        old: new for old, new in zip(_declared_names(source), _declared_names(mod), strict=True) if old != new
+    }
+    if not renamed:
+        return list(record_json)
+    by_length = sorted(renamed, key=len, reverse=True)
+
+    def rename(name: str) -> str:  # a name, or one derived from it: by the longest renamed prefix
+        old = next((old for old in by_length if name.startswith(old)), None)
+        return name if old is None else renamed[old] + name[len(old) :]
+
+    (instructions, *decisions), *rest = record_json
+    instructions = [
+        (kind, inputs, (rename(attrs[0]), *attrs[1:]) if kind == "GetSBlock" else attrs, outputs)
+        for kind, inputs, attrs, outputs in instructions
+    ]
+    return [(instructions, *decisions), *rest]
+
+
+def _declared_names(mod: tvm.IRModule) -> list[str]:
+    """The names ``mod``'s ``main`` declares, in an order two structurally equal modules share: its
+    parameters (its buffers), then every block's name and the buffers it allocates."""
+    func = mod["main"]
+    names = [param.name for param in func.params]
+
+    def declared(block) -> None:
+        names.extend([block.name_hint, *(buffer.name for buffer in block.alloc_buffers)])
+
+    tvm_ffi.structural_walk(func.body, [(tvm.s_tir.SBlock, declared)])
+    return names
 
 
 class ScheduleDatabase:
