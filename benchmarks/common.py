@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from tenset_tools.atomic import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -114,6 +117,9 @@ def retime(
         built = builder.build([ms.builder.BuilderInput(mods[k], target) for k in keys])
     finally:
         builder.shutdown()
+    for k, b in zip(keys, built, strict=True):
+        if b.error_msg is not None:
+            log.warning("re-timing %s: the build failed: %s", k, _first_line(b.error_msg))
     inputs = {
         k: ms.runner.RunnerInput(b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_entry_func(mods[k], True))
         for k, b in zip(keys, built, strict=True)
@@ -121,10 +127,20 @@ def retime(
     }
     runner = local_runner(num_threads=num_threads)
     timings: dict[str, list[float]] = {k: [] for k in keys}
+    failed: set[str] = set()
     for _ in range(rounds):
         for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
-            timings[k].append(runner_seconds(future.result()))
+            result = future.result()
+            timings[k].append(runner_seconds(result))
+            if result.error_msg and k not in failed:
+                failed.add(k)
+                log.warning("re-timing %s: a run failed: %s", k, _first_line(result.error_msg))
     return {k: float(np.min(t)) if t else math.inf for k, t in timings.items()}
+
+
+def _first_line(message: str) -> str:
+    """The first non-empty line of a TVM error message (its traceback follows)."""
+    return next((line.strip() for line in message.splitlines() if line.strip()), "")[:300]
 
 
 def records_in_order(work_dir: Path) -> list[tuple[Any, float]]:
