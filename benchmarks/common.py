@@ -89,6 +89,9 @@ def save_figure(fig: Any, system: str, name: str, quick: bool = False) -> None:
 #: Interleaved timing rounds of :func:`retime`: enough for the fastest of them to be steadier than the median
 #: of fewer rounds (``docs/copula_search.md``, "Why re-timed", has the measurement).
 RETIME_ROUNDS = 8
+#: Build time limit of a re-timed program, in seconds: far above the tuning's, since a pick built in tuning
+#: may take longer to build again beside the others (a heavily unrolled kernel builds for about a minute).
+RETIME_BUILD_TIMEOUT = 600.0
 
 
 def retime(
@@ -112,7 +115,7 @@ def retime(
     from tvm_transfer.runner import local_runner, runner_seconds
 
     keys = list(mods)
-    builder = PersistentBuilder()
+    builder = PersistentBuilder(timeout_sec=RETIME_BUILD_TIMEOUT)
     try:
         built = builder.build([ms.builder.BuilderInput(mods[k], target) for k in keys])
     finally:
