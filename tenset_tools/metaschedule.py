@@ -132,16 +132,6 @@ _NAMED_KINDS = (
 )
 
 
-def block_names(mod: tvm.IRModule) -> list[str]:
-    """The names of the blocks of ``mod``'s ``main``, ``root`` included, in the order of a structural walk:
-    two structurally equal modules list their corresponding blocks at the same positions, whatever their
-    names."""
-    names: list[str] = []
-    walker = [(tvm.s_tir.SBlock, lambda block: names.append(block.name_hint))]
-    tvm_ffi.structural_walk(mod["main"].body, walker)
-    return names
-
-
 def op_kind_of(mod: tvm.IRModule) -> str:
     """Op kind of a task from the names of its TIR blocks.
 
@@ -150,7 +140,10 @@ def op_kind_of(mod: tvm.IRModule) -> str:
     with a reduction block is ``reduce`` (mean, sum, variance), one without is ``elementwise`` (injective:
     element-wise arithmetic, reshape, transpose, broadcast); no block at all is ``unknown``.
     """
-    names = [name.lower() for name in block_names(mod) if name != "root"]
+    func = mod["main"]
+    names: list[str] = []
+    tvm_ffi.structural_walk(func.body, [(tvm.s_tir.SBlock, lambda block: names.append(block.name_hint))])
+    names = [name.lower() for name in names if name != "root"]
     anchor = tvm.s_tir.analysis.find_anchor_sblock(mod)
     for fragment, kind in _NAMED_KINDS:
         if any(fragment in name for name in names):

@@ -188,16 +188,14 @@ def _renamed_blocks(record_json: Sequence, source: tvm.IRModule, mod: tvm.IRModu
     task's blocks and buffers after its variables, so one workload has other names in each network it comes
     from, and a trace looks blocks up by name: those of the module and those its own steps derive from them
     (``rfactor`` appends ``_rf`` to a block's name, a cache stage names its block after the buffer)."""
-    renamed = {
-        old: new for old, new in zip(_declared_names(source), _declared_names(mod), strict=True) if old != new
-    }
-    if not renamed:
+    pairs = dict(zip(_declared_names(source), _declared_names(mod), strict=True))
+    if all(old == new for old, new in pairs.items()):
         return list(record_json)
-    by_length = sorted(renamed, key=len, reverse=True)
+    by_length = sorted(pairs, key=len, reverse=True)
 
-    def rename(name: str) -> str:  # a name, or one derived from it: by the longest renamed prefix
+    def rename(name: str) -> str:  # a declared name, or one derived from it: by its longest declared prefix
         old = next((old for old in by_length if name.startswith(old)), None)
-        return name if old is None else renamed[old] + name[len(old) :]
+        return name if old is None else pairs[old] + name[len(old) :]
 
     (instructions, *decisions), *rest = record_json
     instructions = [
