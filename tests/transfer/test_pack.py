@@ -451,3 +451,6 @@ def test_an_exact_match_replays_on_a_task_whose_blocks_have_other_names(pack, ml
     database = open_database(tmp_path)
     schedule = database.query_schedule(other, target, "main")
     assert schedule is not None and "other_matmul" in schedule.mod.script()
+    # On another structure nothing is renamed, and the error gives TVM's description.
+    with pytest.raises(ValueError, match=r"the pack's trace does not replay \((?!not rendered)"):
+        record.tuning_record(ms.database.Workload(mlp_tasks[1].dispatched[0]))

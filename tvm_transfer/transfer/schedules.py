@@ -42,7 +42,7 @@ import tvm
 import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
-from tvm.s_tir.schedule import Trace
+from tvm.s_tir.schedule import Schedule, Trace
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.atomic import atomic_write_text
@@ -174,7 +174,7 @@ class PackRecord:
             return ms.database.TuningRecord.from_json(record_json, workload)
         except Exception as error:  # TVM raises its own error types for a trace that does not apply
             raise ValueError(
-                f"the pack's trace does not replay ({str(error).splitlines()[0][:200]})"
+                f"the pack's trace does not replay ({_replay_error(record_json, workload.mod, error)})"
             ) from None
 
     def source_workload(self) -> ms.database.Workload:
@@ -188,9 +188,10 @@ def _renamed_blocks(record_json: Sequence, source: tvm.IRModule, mod: tvm.IRModu
     task's blocks and buffers after its variables, so one workload has other names in each network it comes
     from, and a trace looks blocks up by name: those of the module and those its own steps derive from them
     (``rfactor`` appends ``_rf`` to a block's name, a cache stage names its block after the buffer)."""
-    pairs = dict(zip(_declared_names(source), _declared_names(mod), strict=True))
-    if all(old == new for old, new in pairs.items()):
-        return list(record_json)
+    names, names_there = _declared_names(source), _declared_names(mod)
+    pairs = dict(zip(names, names_there, strict=False))
+    if len(names) != len(names_there) or all(old == new for old, new in pairs.items()):
+        return list(record_json)  # not structurally equal: nothing to pair, the replay fails as it is
     by_length = sorted(pairs, key=len, reverse=True)
 
     def rename(name: str) -> str:  # a declared name, or one derived from it: by its longest declared prefix
@@ -203,6 +204,18 @@ def _renamed_blocks(record_json: Sequence, source: tvm.IRModule, mod: tvm.IRModu
         for kind, inputs, attrs, outputs in instructions
     ]
     return [(instructions, *decisions), *rest]
+
+
+def _replay_error(record_json: Sequence, mod: tvm.IRModule, error: Exception) -> str:
+    """What went wrong when ``record_json``'s trace was replayed on ``mod``: the replay once more, with the
+    schedule error rendered (a tuning record's own replay says only ``(not rendered)``)."""
+    try:
+        Trace.apply_json_to_schedule(record_json[0], Schedule(mod, error_render_level="detail"))
+    except Exception as detailed:  # the same failure, this time with TVM's description
+        error = detailed
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    described = [line for line in lines if line.startswith("Error message:")]
+    return (described or lines or ["no message"])[0].removeprefix("Error message:").strip()[:200]
 
 
 def _declared_names(mod: tvm.IRModule) -> list[str]:
