@@ -142,8 +142,11 @@ def retime(
 
 
 def _first_line(message: str) -> str:
-    """The first non-empty line of a TVM error message (its traceback follows)."""
-    return next((line.strip() for line in message.splitlines() if line.strip()), "")[:300]
+    """The line of a builder's or runner's error message that says what failed, cut to 300 characters: the
+    last non-empty one when the first only says that an exception occurred (its traceback follows)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()] or [""]
+    line = lines[-1] if "exception occurred" in lines[0].lower() else lines[0]
+    return line[:300]
 
 
 def records_in_order(work_dir: Path) -> list[tuple[Any, float]]:

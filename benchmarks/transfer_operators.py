@@ -489,16 +489,20 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{path} compares other arms ({report.get('arms')}): move it away to start over")
     kinds = list(args.kinds) if args.kinds else None
     if report is not None and (report.get("networks"), report.get("kinds")) != (list(networks), kinds):
+        studied = ", ".join(report.get("networks", []))
         raise SystemExit(
-            f"{path} studies the operators of other networks or kinds ({', '.join(report['networks'])}; "
-            f"kinds {report.get('kinds') or 'all'}): pass --report-name to start a report of its own"
+            f"{path} studies the operators of other networks or kinds ({studied}; kinds "
+            f"{report.get('kinds') or 'all'}): pass --report-name to start a report of its own"
         )
     if report is not None and report.get("seeds") != args.seeds:
         print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)
         report = None  # the work dirs keep every tuning, so only the picks are re-timed
     if report is None:
         report = {"rows": []}
-    operators = _operators(networks, per_network, target, args.kinds and tuple(args.kinds))
+    operators = _operators(networks, per_network, target, tuple(kinds) if kinds else None)
+    if not operators:
+        of_kinds = f" of the kinds {', '.join(kinds)}" if kinds else ""
+        parser.error(f"no operator{of_kinds} in {', '.join(networks)}")
     report.update(
         {
             "dev": args.dev,

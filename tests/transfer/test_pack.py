@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 from tvm.s_tir.schedule import ScheduleError
@@ -30,6 +31,7 @@ from tvm_transfer.cost_model import load_cost_model
 from tvm_transfer.search_strategy.base import program_key
 from tvm_transfer.search_strategy.unmeasured import record_program_key
 from tvm_transfer.target import host_target, target_id
+from tvm_transfer.transfer import schedules as schedules_module
 from tvm_transfer.transfer.apply import (
     APPLIED_FILE,
     OtherTargetCandidates,
@@ -454,3 +456,38 @@ def test_an_exact_match_replays_on_a_task_whose_blocks_have_other_names(pack, ml
     # On another structure nothing is renamed, and the error gives TVM's description.
     with pytest.raises(ValueError, match=r"the pack's trace does not replay \((?!not rendered)"):
         record.tuning_record(ms.database.Workload(mlp_tasks[1].dispatched[0]))
+
+
+def _sum_rows(data: str, total: str, out: str) -> tvm.IRModule:
+    """A row sum and a scaling (blocks named ``total`` and ``out``) of an 8x16 argument named ``data``."""
+    x = te.placeholder((8, 16), name=data)
+    k = te.reduce_axis((0, 16), name="k")
+    summed = te.compute((8,), lambda i: te.sum(x[i, k], axis=k), name=total)
+    scaled = te.compute((8,), lambda i: summed[i] * 0.5, name=out)
+    return tvm.IRModule({"main": te.create_prim_func([x, scaled])})
+
+
+def test_a_trace_is_renamed_by_the_names_each_module_declares():
+    lookups = [("GetSBlock", (), (name, "main"), (f"b{i}",)) for i, name in enumerate(
+        ["A_red", "A_red_rf", "A_red_rf_update", "T_scale", "root"]
+    )]  # fmt: skip
+    record_json = ((lookups, ()), ("1e-05",))
+    source = _sum_rows("A", "A_red", "T_scale")
+
+    def renamed(mod):
+        json_ = schedules_module._renamed_blocks(record_json, schedules_module._block_renaming(source, mod))
+        return [attrs[0] for _kind, _inputs, attrs, _outputs in json_[0][0]]
+
+    # Declared names, and those a step derived from them, follow the module's names.
+    assert renamed(_sum_rows("B", "B_red", "T_half")) == [
+        "B_red",
+        "B_red_rf",
+        "B_red_rf_update",
+        "T_half",
+        "root",
+    ]
+    # A name both modules declare is kept, though a renamed name (the argument) is a prefix of it.
+    assert renamed(_sum_rows("X", "A_red", "T_scale")) == [name for _k, _i, (name, _f), _o in lookups]
+    # Nothing is paired with a module of another structure.
+    other = tvm.IRModule({"main": te.create_prim_func([te.placeholder((8,), name="A")])})
+    assert schedules_module._block_renaming(source, other) == {}

@@ -169,8 +169,10 @@ class PackRecord:
         return self._parsed(workload).trace
 
     def _parsed(self, workload: ms.database.Workload) -> ms.database.TuningRecord:
-        record_json = _renamed_blocks(self.record_json, self.source_workload().mod, workload.mod)
+        record_json = list(self.record_json)
         try:
+            renaming = _block_renaming(self.source_workload().mod, workload.mod)
+            record_json = _renamed_blocks(record_json, renaming)
             return ms.database.TuningRecord.from_json(record_json, workload)
         except Exception as error:  # TVM raises its own error types for a trace that does not apply
             raise ValueError(
@@ -182,21 +184,34 @@ class PackRecord:
         return ms.database.Workload.from_json(list(self.workload_json))
 
 
-def _renamed_blocks(record_json: Sequence, source: tvm.IRModule, mod: tvm.IRModule) -> list:
-    """``record_json`` (a MetaSchedule tuning record's JSON) with its trace's block lookups renamed from
-    ``source``, the module it was measured on, to ``mod``, a structurally equal module. Relax names a fused
-    task's blocks and buffers after its variables, so one workload has other names in each network it comes
-    from, and a trace looks blocks up by name: those of the module and those its own steps derive from them
-    (``rfactor`` appends ``_rf`` to a block's name, a cache stage names its block after the buffer)."""
-    names, names_there = _declared_names(source), _declared_names(mod)
-    pairs = dict(zip(names, names_there, strict=False))
-    if len(names) != len(names_there) or all(old == new for old, new in pairs.items()):
-        return list(record_json)  # not structurally equal: nothing to pair, the replay fails as it is
-    by_length = sorted(pairs, key=len, reverse=True)
+def _block_renaming(source: tvm.IRModule, mod: tvm.IRModule) -> dict[str, str]:
+    """How a trace of ``source`` names ``mod``'s blocks: each name ``source`` declares paired with the one
+    ``mod`` declares in its place; empty when nothing is to be renamed, or when the two are not structurally
+    equal (nothing pairs, and a replay fails as it is). Relax names a fused task's blocks and buffers after
+    its variables, so one workload has other names in each network it comes from. A name paired with two
+    (a block and its output buffer, renamed apart) is left out."""
+    if not tvm_ffi.structural_equal(source, mod):
+        return {}
+    pairs: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for old, new in zip(_declared_names(source), _declared_names(mod), strict=True):
+        if pairs.setdefault(old, new) != new:
+            ambiguous.add(old)
+    pairs = {old: new for old, new in pairs.items() if old not in ambiguous}
+    return {} if all(old == new for old, new in pairs.items()) else pairs
 
-    def rename(name: str) -> str:  # a declared name, or one derived from it: by its longest declared prefix
+
+def _renamed_blocks(record_json: Sequence, renaming: dict[str, str]) -> list:
+    """``record_json`` (a MetaSchedule tuning record's JSON) with its trace's block lookups renamed by
+    ``renaming`` (:func:`_block_renaming`): a declared name, and one a step derived from it (``rfactor``
+    appends ``_rf``, a cache stage names its block after the buffer), by its longest declared prefix."""
+    if not renaming:
+        return list(record_json)
+    by_length = sorted(renaming, key=len, reverse=True)
+
+    def rename(name: str) -> str:
         old = next((old for old in by_length if name.startswith(old)), None)
-        return name if old is None else pairs[old] + name[len(old) :]
+        return name if old is None else renaming[old] + name[len(old) :]
 
     (instructions, *decisions), *rest = record_json
     instructions = [
@@ -398,6 +413,8 @@ class ScheduleDatabase:
         if base is not None:
             base._add_to(groups)
         stats = LoadStats()
+        # A record joining a group made from another work dir is stored in the names of the group's module.
+        renamings: dict[tuple[Path, int], dict[str, str]] = {}
         for work_dir in databases_under(list(work_dirs)):
             network, names = _sidecar(work_dir)
             # Records are kept as their database lines: TVM's Python ``as_json`` cannot write every trace
@@ -415,6 +432,10 @@ class ScheduleDatabase:
                     group = groups[key] = _Group(
                         workload_lines[index], task.workload, task.op_kind, task.flops
                     )
+                elif group.workload is not task.workload:  # kept with another network's module
+                    if (work_dir, index) not in renamings:
+                        renamings[work_dir, index] = _block_renaming(task.workload.mod, group.workload.mod)
+                    entry = _renamed_blocks(entry, renamings[work_dir, index])
                 group.add(seconds, record, entry, [network], [names.get(task.task_id)])
         entries: list[ScheduleEntry] = []
         workloads: dict[str, int] = {}  # workload line -> its index in the shared file

@@ -62,12 +62,13 @@ __all__ = [
 SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 #: Instructions that fold an injective block (bias, batch norm, activation; on CPU also a transpose or
 #: reshape the main block reads) into its neighbour. They name the fused blocks, not the loops the decisions
-#: tile, so signatures leave them out: a convolution ending in SiLU shares the design space of one ending
-#: in ReLU.
+#: tile, so signatures leave them out (but see :data:`EPILOGUE_BOUND_BLOCKS`): a convolution ending in SiLU
+#: shares the design space of one ending in ReLU.
 INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
-#: Main blocks (by name prefix) whose signatures keep the inlining all the same: a group (depthwise)
-#: convolution does a few multiply-adds per output, so its epilogue weighs on its schedules as much as the
-#: main block does, and one epilogue's best schedules seed another's no better than a random batch.
+#: Main blocks (by name prefix) whose signatures keep the inlining all the same: a depthwise convolution
+#: does a few multiply-adds per output, so its epilogue weighs on its schedules as much as the main block
+#: does, and one epilogue's best schedules seed another's no better than a random batch. Its trace does
+#: not tell it from a group convolution with many channels per group, which keeps the inlining too.
 EPILOGUE_BOUND_BLOCKS = ("group_conv2d",)
 Decision = Any  # list[int] for tiles, int otherwise
 
@@ -140,7 +141,8 @@ def json_signature(trace_json: Sequence[Any]) -> str:
 
 def trace_signature(trace: Trace) -> str:
     """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
-    instructions before ``EnterPostproc``; inlining and dead instructions left out)."""
+    instructions before ``EnterPostproc``; dead instructions left out, and inlining unless the main block is
+    one of :data:`EPILOGUE_BOUND_BLOCKS`)."""
     # Dead instructions left out: MetaSchedule stores records simplified (e.g. without an unused
     # GetConsumers) while a fresh design space, and a schedule replayed from it, still has them.
     return json_signature(trace.as_json())
