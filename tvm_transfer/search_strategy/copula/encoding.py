@@ -22,9 +22,7 @@ Traces of measured records (any shape of the same operator kind) are matched to 
 *signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
 the shape (inputs are symbolic and decisions are excluded), without the inlining of injective blocks
 (:data:`INLINING_KINDS`) and after dead-code removal. So an operator's spaces match those of the same main
-computation fused with another epilogue, except where the epilogue weighs as much as the main block
-(:data:`EPILOGUE_BOUND_BLOCKS`: group and depthwise convolutions keep their inlining). The JSON parsing
-of traces follows ``tenset_tools.features.trace``.
+computation fused with another epilogue. The JSON parsing of traces follows ``tenset_tools.features.trace``.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ from tenset_tools.features.trace import int_values
 from tvm_transfer.search_strategy.replay import divisors, postprocess, repair_tile_log2, tile_log2
 
 __all__ = [
-    "EPILOGUE_BOUND_BLOCKS",
     "INLINING_KINDS",
     "SAMPLING_KINDS",
     "SamplingSite",
@@ -62,14 +59,9 @@ __all__ = [
 SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 #: Instructions that fold an injective block (bias, batch norm, activation; on CPU also a transpose or
 #: reshape the main block reads) into its neighbour. They name the fused blocks, not the loops the decisions
-#: tile, so signatures leave them out (but see :data:`EPILOGUE_BOUND_BLOCKS`): a convolution ending in SiLU
-#: shares the design space of one ending in ReLU.
+#: tile, so signatures leave them out: a convolution ending in SiLU shares the design space of one ending
+#: in ReLU.
 INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
-#: Main blocks (by name prefix) whose signatures keep the inlining all the same: a depthwise convolution
-#: does a few multiply-adds per output, so its epilogue weighs on its schedules as much as the main block
-#: does, and one epilogue's best schedules seed another's no better than a random batch. Its trace does
-#: not tell it from a group convolution with many channels per group, which keeps the inlining too.
-EPILOGUE_BOUND_BLOCKS = ("group_conv2d",)
 Decision = Any  # list[int] for tiles, int otherwise
 
 
@@ -121,28 +113,16 @@ def _live(instructions: Sequence[Any]) -> list:
     return kept[::-1]
 
 
-def _epilogue_bound(instructions: Sequence[Any]) -> bool:
-    """Whether the trace looks up a block of :data:`EPILOGUE_BOUND_BLOCKS`."""
-    return any(
-        str(kind) == "GetSBlock" and str(attrs[0]).startswith(EPILOGUE_BOUND_BLOCKS)
-        for kind, _inputs, attrs, _outputs in instructions
-    )
-
-
 def json_signature(trace_json: Sequence[Any]) -> str:
     """:func:`trace_signature` of a trace's JSON (``Trace.as_json()``, or a database line's trace), read
     without replaying the trace on its module."""
-    instructions = _pre_postproc(trace_json)
-    if not _epilogue_bound(instructions):
-        instructions = [i for i in instructions if str(i[0]) not in INLINING_KINDS]
-    instructions = _live(instructions)
+    instructions = _live([i for i in _pre_postproc(trace_json) if str(i[0]) not in INLINING_KINDS])
     return json.dumps([[str(kind), str(_plain(attrs))] for kind, _inputs, attrs, _outputs in instructions])
 
 
 def trace_signature(trace: Trace) -> str:
     """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
-    instructions before ``EnterPostproc``; dead instructions left out, and inlining unless the main block is
-    one of :data:`EPILOGUE_BOUND_BLOCKS`)."""
+    instructions before ``EnterPostproc``; inlining and dead instructions left out)."""
     # Dead instructions left out: MetaSchedule stores records simplified (e.g. without an unused
     # GetConsumers) while a fresh design space, and a schedule replayed from it, still has them.
     return json_signature(trace.as_json())
