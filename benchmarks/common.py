@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tenset_tools.atomic import atomic_write_text
+from tvm_transfer.common.errors import failure_line
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def retime(
         builder.shutdown()
     for k, b in zip(keys, built, strict=True):
         if b.error_msg is not None:
-            log.warning("re-timing %s: the build failed: %s", k, _first_line(b.error_msg))
+            log.warning("re-timing %s: the build failed: %s", k, failure_line(b.error_msg))
     inputs = {
         k: ms.runner.RunnerInput(b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_entry_func(mods[k], True))
         for k, b in zip(keys, built, strict=True)
@@ -137,16 +138,8 @@ def retime(
             timings[k].append(runner_seconds(result))
             if result.error_msg and k not in failed:
                 failed.add(k)
-                log.warning("re-timing %s: a run failed: %s", k, _first_line(result.error_msg))
+                log.warning("re-timing %s: a run failed: %s", k, failure_line(result.error_msg))
     return {k: float(np.min(t)) if t else math.inf for k, t in timings.items()}
-
-
-def _first_line(message: str) -> str:
-    """The line of a builder's or runner's error message that says what failed, cut to 300 characters: the
-    last non-empty one when the first only says that an exception occurred (its traceback follows)."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()] or [""]
-    line = lines[-1] if "exception occurred" in lines[0].lower() else lines[0]
-    return line[:300]
 
 
 def records_in_order(work_dir: Path) -> list[tuple[Any, float]]:

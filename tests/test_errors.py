@@ -205,3 +205,16 @@ def test_pruning_everything_away_writes_nothing(tmp_path, capsys):
         tenset_main, ["prune", str(SHIPPED_DATASET), "-o", str(out), "--flops-coverage", "0"], capsys
     )
     assert code == 2 and "--flops-coverage" in line and "out of range" in line
+
+
+def test_a_tvm_failure_is_told_by_the_line_that_says_what_failed():
+    from tvm_transfer.common.errors import failure_line
+
+    rendered = "ScheduleError: An error occurred in a schedule primitive\nError message: Cannot find a block"
+    assert failure_line(rendered) == "Cannot find a block"
+    header = "LocalRunner: An exception occurred\nTraceback (most recent call last):\n ...\nRuntimeError: bad"
+    assert failure_line(header) == "RuntimeError: bad"
+    assert failure_line("PersistentBuilder: timeout, killed after 60.0 s\n") == (
+        "PersistentBuilder: timeout, killed after 60.0 s"
+    )
+    assert len(failure_line("x" * 1000)) == 240 and failure_line("") == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["error_chain", "one_line"]
+__all__ = ["error_chain", "failure_line", "one_line"]
 
 MESSAGE_CHARS = 240  # a message is one line of a table or a terminal: longer texts are cut here
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes some exporters put in their messages
@@ -19,6 +19,18 @@ def one_line(error: BaseException) -> str:
     if root is not error:
         text += f" (caused by {_first_line(root)})"
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
+
+
+def failure_line(message: str) -> str:
+    """The line of a TVM error text that says what failed, at most :data:`MESSAGE_CHARS` characters: a
+    rendered schedule error's ``Error message:`` line; the last line when the first only says that an
+    exception occurred (a builder's or runner's header, its traceback follows); else the first line."""
+    lines = [line.strip() for line in _ANSI.sub("", message).splitlines() if line.strip()] or [""]
+    described = [line for line in lines if line.startswith("Error message:")]
+    if described:
+        return described[0].removeprefix("Error message:").strip()[:MESSAGE_CHARS]
+    line = lines[-1] if "exception occurred" in lines[0].lower() else lines[0]
+    return line[:MESSAGE_CHARS]
 
 
 def error_chain(error: BaseException | None) -> Iterator[BaseException]:

@@ -57,6 +57,7 @@ from tenset_tools.metaschedule import (
     mean_run_seconds,
     op_kind_of,
 )
+from tvm_transfer.common.errors import failure_line
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
 from tvm_transfer.tuning.schedule_transfer import block_signature
 
@@ -228,9 +229,7 @@ def _replay_error(record_json: Sequence, mod: tvm.IRModule, error: Exception) ->
         Trace.apply_json_to_schedule(record_json[0], Schedule(mod, error_render_level="detail"))
     except Exception as detailed:  # the same failure, this time with TVM's description
         error = detailed
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    described = [line for line in lines if line.startswith("Error message:")]
-    return (described or lines or ["no message"])[0].removeprefix("Error message:").strip()[:200]
+    return failure_line(str(error))
 
 
 def _declared_names(mod: tvm.IRModule) -> list[str]:
