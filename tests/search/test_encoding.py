@@ -171,3 +171,31 @@ def test_a_convolution_seeds_one_with_another_activation(target):
         decisions = source.decisions_of(source.trace)
         assert seeded.repair(source.encode(decisions)) == decisions
         assert seeded.replay(decisions) is not None
+
+
+def test_every_design_space_has_its_own_signature(target):
+    """A convolution's write-cache spaces fuse the consumer at tile level 1 or 2 with the same instructions,
+    differing only in the loop ``ReverseComputeAt`` takes: the signature's dataflow tells them apart, so
+    each space is seeded by the records sampled from it."""
+    for depthwise in (False, True):
+        _, encodings, _ = _module_spaces(_fused_conv("relu", depthwise), target)
+        assert len(encodings) == 3
+        assert len({e.signature for e in encodings}) == 3
+
+
+def _mean(variable: str) -> tvm.IRModule:
+    """A row mean whose blocks are named after its variable, as Relax names a fused reduction."""
+    data = te.placeholder((8, 64), name="data")
+    k = te.reduce_axis((0, 64), name="k")
+    total = te.compute((8,), lambda i: te.sum(data[i, k], axis=k), name=f"{variable}_red")
+    mean = te.compute((8,), lambda i: total[i] / 64.0, name=variable)
+    return tvm.IRModule({"main": te.create_prim_func([data, mean])})
+
+
+def test_blocks_numbered_otherwise_share_their_signatures(target):
+    """The same computation in two networks, its blocks numbered after other variables (``lv239_red``,
+    ``lv12_red``), has the same signatures, so one's records seed the other."""
+    _, ours, _ = _module_spaces(_mean("lv239"), target)
+    _, theirs, _ = _module_spaces(_mean("lv12"), target)
+    assert str(ours[0].trace) != str(theirs[0].trace)  # the traces look their blocks up by name
+    assert [e.signature for e in ours] == [e.signature for e in theirs]

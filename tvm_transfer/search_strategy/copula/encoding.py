@@ -19,16 +19,18 @@ decisions without telling; compute locations are left to that snapping, which pi
 location), and runs the space's post-processors.
 
 Traces of measured records (any shape of the same operator kind) are matched to a space by their
-*signature*: the kinds and attributes of the instructions before ``EnterPostproc``, which do not depend on
-the shape (inputs are symbolic and decisions are excluded), without the inlining of injective blocks
-(:data:`INLINING_KINDS`) and after dead-code removal. So an operator's spaces match those of the same main
-computation fused with another epilogue. The JSON parsing of traces follows ``tenset_tools.features.trace``.
+*signature*: the kinds, attributes and dataflow of the instructions before ``EnterPostproc``, which do not
+depend on the shape (inputs are symbolic and decisions are excluded), without the inlining of injective
+blocks (:data:`INLINING_KINDS`), after dead-code removal and with block names unnumbered. So an operator's
+spaces match those of the same main computation fused with another epilogue, in another network. The JSON
+parsing of traces follows ``tenset_tools.features.trace``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +65,7 @@ SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocati
 #: in ReLU.
 INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
 Decision = Any  # list[int] for tiles, int otherwise
+_NUMBERING = re.compile(r"_?\d+")
 
 
 def _pre_postproc(trace_json: Sequence[Any]) -> list:
@@ -113,16 +116,36 @@ def _live(instructions: Sequence[Any]) -> list:
     return kept[::-1]
 
 
+def _attributes(kind: str, attrs: Any) -> str:
+    """An instruction's attributes as a signature keeps them: a block lookup's name without its numbering
+    (``lv239_red`` and ``lv12_red``, ``T_add`` and ``T_add1`` are the same role; Relax numbers names to
+    keep them unique within a module, and names some blocks after the variable they compute)."""
+    attrs = _plain(attrs)
+    if kind == "GetSBlock":
+        attrs = [_NUMBERING.sub("", str(attrs[0])), *attrs[1:]]
+    return str(attrs)
+
+
 def json_signature(trace_json: Sequence[Any]) -> str:
     """:func:`trace_signature` of a trace's JSON (``Trace.as_json()``, or a database line's trace), read
     without replaying the trace on its module."""
     instructions = _live([i for i in _pre_postproc(trace_json) if str(i[0]) not in INLINING_KINDS])
-    return json.dumps([[str(kind), str(_plain(attrs))] for kind, _inputs, attrs, _outputs in instructions])
+    made_by: dict[str, str] = {}  # random variable -> "<instruction>.<output>" that made it
+    entries = []
+    for position, (kind, inputs, attrs, outputs) in enumerate(instructions):
+        sources = [made_by[name] for name in _names(inputs) if name in made_by]
+        entries.append([str(kind), _attributes(str(kind), attrs), sources])
+        made_by.update({str(name): f"{position}.{k}" for k, name in enumerate(outputs)})
+    return json.dumps(entries)
 
 
 def trace_signature(trace: Trace) -> str:
-    """Shape-independent identity of the design space a trace was sampled from (kinds + attributes of the
-    instructions before ``EnterPostproc``; inlining and dead instructions left out)."""
+    """Shape-independent identity of the design space a trace was sampled from: the kinds, attributes and
+    dataflow (which earlier instruction's output each input is) of the instructions before
+    ``EnterPostproc``; inlining and dead instructions left out, block names without their numbering."""
+    # Dataflow distinguishes spaces that differ only in an input: MetaSchedule's write-cache spaces fuse
+    # the consumer at tile level 1 or 2 with the same instructions, differing in the loop ReverseComputeAt
+    # takes.
     # Dead instructions left out: MetaSchedule stores records simplified (e.g. without an unused
     # GetConsumers) while a fresh design space, and a schedule replayed from it, still has them.
     return json_signature(trace.as_json())
