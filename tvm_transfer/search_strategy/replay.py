@@ -28,6 +28,8 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
+from tvm_transfer.common.errors import failure_line
+
 __all__ = [
     "divisors",
     "nearest_log2",
@@ -112,7 +114,7 @@ def replay_trace(trace: Trace, mod: tvm.IRModule, context: ms.TuneContext) -> tu
     try:
         trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
     except Exception as error:  # TVM raises its own error types for a missing block or a bad primitive
-        raise ValueError(f"trace does not replay: {str(error).splitlines()[0][:200]}") from error
+        raise ValueError(f"trace does not replay: {failure_line(str(error))}") from error
     tiles = [inst for inst in sch.trace.insts if inst.kind.name == "SamplePerfectTile"]
     for i, (inst, wanted) in enumerate(zip(tiles, provided, strict=True)):
         got = [int(x) for x in sch.trace.get_decision(inst)]
