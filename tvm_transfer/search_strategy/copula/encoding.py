@@ -65,7 +65,7 @@ SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocati
 #: in ReLU.
 INLINING_KINDS = ("ComputeInline", "ReverseComputeInline")
 Decision = Any  # list[int] for tiles, int otherwise
-_NUMBERING = re.compile(r"_?\d+")
+_NUMBERING = re.compile(r"_?\d+(?=_|$)")  # a number ending a word: `lv239_red`, `T_add1`, not `conv2d`
 
 
 def _pre_postproc(trace_json: Sequence[Any]) -> list:
@@ -117,9 +117,10 @@ def _live(instructions: Sequence[Any]) -> list:
 
 
 def _attributes(kind: str, attrs: Any) -> str:
-    """An instruction's attributes as a signature keeps them: a block lookup's name without its numbering
-    (``lv239_red`` and ``lv12_red``, ``T_add`` and ``T_add1`` are the same role; Relax numbers names to
-    keep them unique within a module, and names some blocks after the variable they compute)."""
+    """An instruction's attributes as a signature keeps them: a block lookup's name without the numbers
+    that end its words (``lv239_red`` and ``lv12_red`` both read ``lv_red``, ``T_add1`` reads ``T_add``).
+    Such a number only keeps a name unique within a module (Relax names some blocks after the variable
+    they compute); the block's place in the dataflow tells blocks apart."""
     attrs = _plain(attrs)
     if kind == "GetSBlock":
         attrs = [_NUMBERING.sub("", str(attrs[0])), *attrs[1:]]
