@@ -12,6 +12,7 @@ from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main as tenset_main
 from tenset_tools.command import UsageError
 from tvm_transfer.cli import main as tvm_main
+from tvm_transfer.common.errors import failure_line
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from vta_ext.cli import main as vta_main
 from vta_ext.hw import HwConfig, HwConfigError
@@ -208,8 +209,6 @@ def test_pruning_everything_away_writes_nothing(tmp_path, capsys):
 
 
 def test_a_tvm_failure_is_told_by_the_line_that_says_what_failed():
-    from tvm_transfer.common.errors import failure_line
-
     rendered = "ScheduleError: An error occurred in a schedule primitive\nError message: Cannot find a block"
     assert failure_line(rendered) == "Cannot find a block"
     header = "LocalRunner: An exception occurred\nTraceback (most recent call last):\n ...\nRuntimeError: bad"

@@ -25,7 +25,7 @@ def failure_line(message: str) -> str:
     """The line of a TVM error text that says what failed, at most :data:`MESSAGE_CHARS` characters: a
     rendered schedule error's ``Error message:`` line; the last line when the first only says that an
     exception occurred (a builder's or runner's header, its traceback follows); else the first line."""
-    lines = [line.strip() for line in _ANSI.sub("", message).splitlines() if line.strip()] or [""]
+    lines = _lines(message) or [""]
     described = [line for line in lines if line.startswith("Error message:")]
     if described:
         return described[0].removeprefix("Error message:").strip()[:MESSAGE_CHARS]
@@ -42,8 +42,13 @@ def error_chain(error: BaseException | None) -> Iterator[BaseException]:
         error = error.__cause__ or error.__context__
 
 
+def _lines(text: str) -> list[str]:
+    """The non-empty lines of ``text``, stripped, without colour codes."""
+    return [line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()]
+
+
 def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
+    lines = _lines(str(error))
     name = type(error).__name__
     if not lines:
         return name
