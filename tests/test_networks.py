@@ -218,9 +218,11 @@ def test_a_missing_comparison_runtime_is_reported_not_available(target, tmp_path
 def test_the_numeric_check_fails_the_command_when_outputs_differ(tmp_path, capsys):
     # No real program matches PyTorch bit for bit: a tolerance of 0 must make the check fail.
     argv = ["compile", "mlp", "--work-dir", str(tmp_path), "--runtimes", "eager", "--rounds", "1"]
-    assert main([*argv, "--json", str(tmp_path / "c.json")]) == 0
+    assert main([*argv, "--json", str(tmp_path / "c.json"), "--profile-network"]) == 0
+    assert "TVM, function by function" in capsys.readouterr().out
     report = json.loads((tmp_path / "c.json").read_text())
     assert report["compile"]["results"][0]["name"] == "TVM" and report["tuning"] is None
+    assert report["compile"]["profile"]["functions"]  # untuned: TVM's default lowering, no records
     assert main([*argv, "--tolerance", "0"]) == 1
     assert "output differs from the reference" in capsys.readouterr().err
 

@@ -12,6 +12,7 @@ from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.network_profile import VM_BUILTINS
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
 
 
@@ -68,10 +69,19 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     assert [t[0] for t in result.tasks] and all(trials >= 1 for *_, trials in result.tasks)
     assert sum(trials for *_, trials in result.tasks) == 24
     assert np.isfinite(result.weighted_latency)
-    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager",), rounds=1)
+    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager",), rounds=1, profile=True)
     assert compiled.tuned_tasks == (len(result.tasks), len(result.tasks))
     assert compiled.max_abs_error < 1e-4
     assert compiled.tvm.seconds > 0 and compiled.results[1].name == "PyTorch eager"
+    # The profile names every tuned task's function with its record's latency, and finds no more time
+    # in the network's functions than the network takes (each call may add the hook's microseconds).
+    profile = compiled.profile
+    tuned = {f.name: f for f in profile.functions if f.tuned_seconds is not None}
+    assert set(tuned) >= {name for name, *_ in result.tasks}
+    assert all(np.isfinite(f.tuned_seconds) and f.warm_seconds > 0 for f in tuned.values())
+    assert VM_BUILTINS in {f.name for f in profile.functions}
+    calls = sum(f.calls for f in profile.functions)
+    assert 0 < profile.function_seconds < profile.latency_seconds + calls * 50e-6
     # The round log has one row per measured batch, ending at the budget with every task's best.
     assert [row["trials"] for row in result.rounds][-1] == 24
     assert result.rounds[-1]["estimated_ms"] == pytest.approx(result.weighted_latency * 1e3, rel=1e-4)

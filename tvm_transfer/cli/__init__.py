@@ -264,6 +264,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
             rounds=args.rounds,
             layout_free=not args.no_layout_rewrite,
             transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
+            profile=args.profile_network,
         )
     print(result.table())
     if args.json:
@@ -415,6 +416,12 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tolerance", type=bounded_float(0.0), default=1e-3, help="max abs error allowed (default 1e-3)"
+    )
+    parser.add_argument(
+        "--profile-network",
+        action="store_true",
+        help="also time every function TVM's compiled network calls, in the network and warm, beside its "
+        "tuned record",
     )
 
 

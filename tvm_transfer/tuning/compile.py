@@ -18,6 +18,7 @@ from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.fast_math import use_fast_math
 from tvm_transfer.networks import (
     LoadedModel,
+    fused_for_extraction,
     fusion_passes,
     load_model,
     lowering_passes,
@@ -35,6 +36,7 @@ from tvm_transfer.runtimes import (
 )
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
+from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ class CompileResult:
     tuned_tasks: tuple[int, int]  # tasks with a tuned schedule, all tasks
     build_seconds: float
     layout_free: bool = True
+    profile: NetworkProfile | None = None
 
     @property
     def tvm(self) -> RuntimeResult:
@@ -74,7 +77,10 @@ class CompileResult:
             f"{self.name} on {self.target}, {self.threads} thread(s); {self.tuned_tasks[0]} of "
             f"{self.tuned_tasks[1]} tasks tuned, built in {self.build_seconds:.1f} s"
         )
-        return "\n".join([heading, format_results(self.results, relative_to="TVM")])
+        lines = [heading, format_results(self.results, relative_to="TVM")]
+        if self.profile is not None:
+            lines += ["", "TVM, function by function (ms per network call):", self.profile.table()]
+        return "\n".join(lines)
 
 
 def build_network(
@@ -109,6 +115,7 @@ def compile_network(
     rounds: int = 5,
     layout_free: bool = True,
     transfer_pack: TransferPack | None = None,
+    profile: bool = False,
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
@@ -117,7 +124,8 @@ def compile_network(
 
     With ``transfer_pack``, the tasks it holds measured on ``target``'s id get its best records in
     ``work_dir`` first (:func:`~tvm_transfer.tuning.network.apply_transfer_pack`; the caller holds the
-    work dir's lock)."""
+    work dir's lock). With ``profile``, the result also says where TVM's time goes, function by function
+    (:func:`~tvm_transfer.tuning.network_profile.profile_vm`)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -141,6 +149,14 @@ def compile_network(
             runtimes=runtimes,
             rounds=rounds,
         )
+        network_profile = None
+        if profile:
+            fused = fused_for_extraction(mod, target, layout_free)
+            network_profile = profile_vm(
+                lambda: vm["main"](*arguments),
+                vm.set_instrument,
+                tuned_seconds=tuned_latencies(fused, database, target),
+            )
     return CompileResult(
         name=model.name,
         target=str(target),
@@ -149,4 +165,5 @@ def compile_network(
         tuned_tasks=(found, len(tasks)),
         build_seconds=build_seconds,
         layout_free=layout_free,
+        profile=network_profile,
     )
