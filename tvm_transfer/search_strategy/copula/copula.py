@@ -212,7 +212,8 @@ class ConditionalCopula:
         return self
 
     def sample(self, descriptor: Mapping[str, float], n: int, seed: int = 0) -> pd.DataFrame:
-        """``n`` rows of the value columns drawn from the copula conditioned on ``descriptor``.
+        """``n`` rows of the value columns drawn from the copula conditioned on ``descriptor``: normal scores
+        from the conditional Gaussian, mapped back through the fitted marginals.
 
         Descriptor values outside the sources' range are clipped to it (the copula's marginals end there, so
         an outside value would map to an infinite normal score); a descriptor column constant over the
@@ -229,15 +230,23 @@ class ConditionalCopula:
                          self.constants_[column], descriptor[column])  # fmt: skip
         out = pd.DataFrame(index=range(n))
         if self.model_ is not None:
-            conditions = self._conditions(descriptor)
-            self.model_.set_random_state(np.random.RandomState(seed))
+            from scipy import stats
+
+            mean, covariance = self._conditional_normal(descriptor)
+            rng = np.random.default_rng(seed)
+            scores = rng.multivariate_normal(mean, covariance, size=n, method="eigh", check_valid="ignore")
+            univariates = self._marginals()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                drawn = self.model_.sample(n, conditions=conditions or None)
-            for c in self.modelled_values_:
-                low, high = self.ranges_[c]
-                # ppf at the tails can overshoot the observed support; keep samples inside it.
-                out[c] = np.clip(drawn[c].to_numpy(dtype=float), low, high)
+                for c, column_scores in zip(self.modelled_values_, scores.T, strict=True):
+                    # Quantiles kept within the marginal's cdf over the sources' range: samples stay in
+                    # that range, and a kernel density's inverse cdf, a root search bracketed a few
+                    # bandwidths beyond it, is never asked for a quantile outside its bracket.
+                    low, high = self.ranges_[c]
+                    u_low, u_high = univariates[c].cdf(np.array([low, high]))
+                    quantiles = np.clip(stats.norm.cdf(column_scores), u_low, u_high)
+                    values = np.asarray(univariates[c].percent_point(quantiles), dtype=float)
+                    out[c] = np.clip(values, low, high)
         for c in self.value_columns_:
             if c in self.constants_:
                 out[c] = self.constants_[c]
@@ -256,7 +265,7 @@ class ConditionalCopula:
 
     def _conditional_normal(self, descriptor: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Mean and covariance of the modelled value columns' normal scores given ``descriptor`` (the
-        Schur complement of the copula's correlation matrix, as ``copulas`` samples from)."""
+        Schur complement of the copula's correlation matrix, the distribution :meth:`sample` draws from)."""
         model = self.model_
         correlation = model.correlation.loc[self.modelled_values_, self.modelled_values_].to_numpy()
         if not self.conditioned_columns_:
