@@ -230,23 +230,10 @@ class ConditionalCopula:
                          self.constants_[column], descriptor[column])  # fmt: skip
         out = pd.DataFrame(index=range(n))
         if self.model_ is not None:
-            from scipy import stats
-
             mean, covariance = self._conditional_normal(descriptor)
             rng = np.random.default_rng(seed)
             scores = rng.multivariate_normal(mean, covariance, size=n, method="eigh", check_valid="ignore")
-            univariates = self._marginals()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for c, column_scores in zip(self.modelled_values_, scores.T, strict=True):
-                    # Quantiles kept within the marginal's cdf over the sources' range: samples stay in
-                    # that range, and a kernel density's inverse cdf, a root search bracketed a few
-                    # bandwidths beyond it, is never asked for a quantile outside its bracket.
-                    low, high = self.ranges_[c]
-                    u_low, u_high = univariates[c].cdf(np.array([low, high]))
-                    quantiles = np.clip(stats.norm.cdf(column_scores), u_low, u_high)
-                    values = np.asarray(univariates[c].percent_point(quantiles), dtype=float)
-                    out[c] = np.clip(values, low, high)
+            self._set_values_of_scores(out, scores)
         for c in self.value_columns_:
             if c in self.constants_:
                 out[c] = self.constants_[c]
@@ -285,6 +272,24 @@ class ConditionalCopula:
         """The fitted copula's marginal distribution of each modelled column, by column name."""
         return dict(zip(self.model_.columns, self.model_.univariates, strict=True))
 
+    def _set_values_of_scores(self, out: pd.DataFrame, scores: np.ndarray) -> None:
+        """Set ``out``'s modelled value columns to the values of normal ``scores`` (rows x modelled value
+        columns) through the fitted marginals.
+
+        Each quantile is kept within the marginal's cdf over the sources' range: values stay in that
+        range, and a kernel density's inverse cdf, a root search bracketed a few bandwidths beyond it, is
+        never asked for a quantile outside its bracket."""
+        from scipy import stats
+
+        univariates = self._marginals()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for c, column_scores in zip(self.modelled_values_, scores.T, strict=True):
+                low, high = self.ranges_[c]
+                u_low, u_high = univariates[c].cdf(np.array([low, high]))
+                quantiles = np.clip(stats.norm.cdf(column_scores), u_low, u_high)
+                out[c] = np.clip(np.asarray(univariates[c].percent_point(quantiles), dtype=float), low, high)
+
     def _normal_scores(self, frame: pd.DataFrame, columns: Sequence[str], eps: float) -> np.ndarray:
         """Normal scores (rows x ``columns``) of ``frame`` through the fitted marginals, each cdf clipped to
         [eps, 1 - eps] before the standard normal's ppf."""
@@ -310,15 +315,8 @@ class ConditionalCopula:
         self._check_descriptor(descriptor)
         out = pd.DataFrame(index=range(1))
         if self.model_ is not None:
-            from scipy import stats
-
             mean, _ = self._conditional_normal(descriptor)
-            univariates = self._marginals()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for c, z in zip(self.modelled_values_, mean, strict=True):
-                    value = float(np.asarray(univariates[c].percent_point(np.array([stats.norm.cdf(z)])))[0])
-                    out[c] = float(np.clip(value, *self.ranges_[c]))
+            self._set_values_of_scores(out, mean[np.newaxis, :])
         for c in self.value_columns_:
             if c in self.constants_:
                 out[c] = self.constants_[c]
