@@ -22,7 +22,10 @@ before its seeds (:data:`UNSEEDED_POLICY`), by rank (``transfer-rank``) and line
 beside TVM alone on development networks the pack never held (``benchmarks.corpus.DEV_NETWORKS``; they
 need not be listed as excluded). ``--seeds-once`` adds to that study's work dirs that policy with a first
 batch of the pack's seeds (``transfer-seeds-once``: ``seed_search=True, keep_seeds=False``, now the
-default), timed beside its other two arms.
+default), timed beside its other two arms. ``--task-order`` compares the default policy, whose first
+round visits a network's tasks heaviest first, with the same policy in MetaSchedule's extraction order
+(``transfer-extraction-order``), beside TVM alone, on the development networks at budgets below their task
+counts.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -31,6 +34,7 @@ default), timed beside its other two arms.
     nice -n 19 python -m benchmarks.transfer_networks --new-cpu --pack PACK > work/bench_new_cpu.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --blend > work/bench_blend.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --seeds-once --timing-runs 2 > work/seeds.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --task-order > work/bench_task_order.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -196,6 +200,18 @@ STUDIES = {
         (0, 1),
         pack_holds="absent",
     ),
+    # The default policy's first round over a network's tasks, heaviest first against extraction order
+    # (as MetaSchedule visits them), at budgets that leave some of the development networks' tasks
+    # (35 and 18) without a trial.
+    "task-order": Study(
+        "transfer_task_order_dev",
+        "Tasks heaviest first in the first round (development networks)",
+        "task-order",
+        DEV_NETWORKS,
+        (16, 32),
+        {**ARMS, "transfer-extraction-order": dataclasses.replace(DEFAULT_POLICY, tasks_by_work=False)},
+        pack_holds="absent",
+    ),
     "quick": Study(
         "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
     ),
@@ -239,6 +255,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
         transfer_pack=pack if uses_pack else None,
         refine_from_pack=uses_pack and policy.refine_exact,
+        tasks_by_work=uses_pack and policy.tasks_by_work,
     )
     rounds = read_rounds(work_dir)
     guarded = isinstance(cost_model, GuardedCostModel)
@@ -630,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         ("new-cpu", "a network of the pack on a CPU the pack never measured (--pack without its pass)"),
         ("blend", "the guard's rank blend against its linear blend, on development networks"),
         ("seeds-once", "the default policy with a first batch of the pack's seeds, on development networks"),
+        ("task-order", "the default policy's tasks heaviest first against extraction order, dev networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)

@@ -13,10 +13,11 @@ from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.schedule_transfer import block_signature, transfer_schedules
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.session import TuneOptions, open_database
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,
     allocate_trials,
+    heaviest_first,
     plan_budget,
     select_tasks,
     task_work,
@@ -153,6 +154,28 @@ def test_transfer_commits_a_faster_valid_record(bert_tasks, target, tuned_matmul
     reloaded = open_database(work_dir)
     assert reloaded.query_schedule(destination.dispatched[0], target, destination.task_name) is not None
     assert reloaded.query_schedule(norm.dispatched[0], target, norm.task_name) is None
+
+
+def test_heaviest_first_orders_by_work_and_keeps_ties_in_extraction_order(bert_tasks):
+    works = task_work(bert_tasks)
+    order = heaviest_first(works)
+    assert sorted(order) == list(range(len(works)))
+    ranked = [works[i].work for i in order]
+    assert ranked == sorted(ranked, reverse=True)
+    idle = [i for i in order if works[i].work == 0.0]
+    assert len(idle) > 1 and idle == sorted(idle)
+    assert {works[i].name for i in order[: len(BERT_MATMULS)]} == BERT_MATMULS
+
+
+def test_small_budget_reaches_the_heaviest_tasks_first(bert_tasks, target, tmp_path):
+    # One trial per batch for four of the block's tasks: in extraction order the first four are not the
+    # four matmuls that carry most of its work.
+    assert {t.task_name for t in bert_tasks[: len(BERT_MATMULS)]} != BERT_MATMULS
+    options = TuneOptions(trials=len(BERT_MATMULS), trials_per_iter=1, population_size=16, progress=False)
+    result = tune_network(
+        "bert_tiny_layer", tmp_path, target=target, options=options, tasks=bert_tasks, tasks_by_work=True
+    )
+    assert {name for name, *_, trials in result.tasks if trials} == BERT_MATMULS
 
 
 @pytest.mark.slow  # ~40 s on the shared 2-core machine

@@ -12,7 +12,7 @@ from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
-from tvm_transfer.tuning.network_profile import VM_BUILTINS
+from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
 
 
@@ -85,6 +85,14 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     # The round log has one row per measured batch, ending at the budget with every task's best.
     assert [row["trials"] for row in result.rounds][-1] == 24
     assert result.rounds[-1]["estimated_ms"] == pytest.approx(result.weighted_latency * 1e3, rel=1e-4)
+
+
+@pytest.mark.parametrize(("runs", "warm_calls"), [(0, 3), (5, 0)])
+def test_profile_refuses_fewer_than_one_run_or_warm_call(runs, warm_calls):
+    calls = []
+    with pytest.raises(ValueError, match="at least 1"):
+        profile_vm(lambda: calls.append("call"), calls.append, runs=runs, warm_calls=warm_calls)
+    assert calls == []  # refused before the network ran or the hook was set
 
 
 @pytest.mark.parametrize(

@@ -212,6 +212,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
     from tvm_transfer.tuning.workdir import work_dir_lock
 
     work_dir = _network_work_dir(args)
+    pack = resolve_transfer_pack(args)
     with work_dir_lock(work_dir, wait=args.wait):
         return tune_network(
             model,
@@ -222,8 +223,9 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
             selection=selection,
             search_strategy=_search_strategy(args, _options(args)),
             layout_free=not args.no_layout_rewrite,
-            transfer_pack=resolve_transfer_pack(args),
+            transfer_pack=pack,
             refine_from_pack=DEFAULT_POLICY.refine_exact,
+            tasks_by_work=pack is not None and DEFAULT_POLICY.tasks_by_work,
         )
 
 

@@ -14,6 +14,9 @@ strategy:
   per task than the pack's corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`).
 * ``measure_other_targets``: a task's first batch measures the pack's records of its workload measured on
   other targets (:class:`~tvm_transfer.transfer.apply.OtherTargetCandidates`), when the pack has any.
+* ``tasks_by_work``: a network's tasks get their first batch heaviest first (``tune_network``'s
+  ``tasks_by_work``), so that a budget smaller than the network's tasks leaves the lightest ones on
+  TVM's default lowering rather than whichever come last in extraction order.
 
 :data:`DEFAULT_POLICY` is what ``tune``, ``tune-network`` and ``compile`` use with a pack; which parts it
 holds was chosen by measurement on development networks (``docs/transfer_pack.md``). A run without a pack
@@ -82,6 +85,10 @@ class TransferPolicy:
     selection_power:
         Sharpen the guarded model's scores so that the evolutionary search draws parents more often from
         the top (``GuardedCostModel(selection_power=...)``; ``None``: the scores as they are).
+    tasks_by_work:
+        Visit a network's tasks heaviest first (``weight x FLOPs``) in the task scheduler's first round,
+        one batch each (``False``: in extraction order, as MetaSchedule does; ``tune_network``'s
+        ``tasks_by_work``).
     """
 
     pretrained_model: bool = True
@@ -96,6 +103,7 @@ class TransferPolicy:
     model_name: str | None = None
     blend: str = "rank"
     selection_power: float | None = None
+    tasks_by_work: bool = True
 
     @property
     def name(self) -> str:

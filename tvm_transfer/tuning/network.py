@@ -40,7 +40,13 @@ from tvm_transfer.tuning.session import (
     skip_measured,
     tune_contexts,
 )
-from tvm_transfer.tuning.task_selection import TaskSelection, TaskWork, plan_budget, task_work
+from tvm_transfer.tuning.task_selection import (
+    TaskSelection,
+    TaskWork,
+    heaviest_first,
+    plan_budget,
+    task_work,
+)
 
 if TYPE_CHECKING:
     from tvm_transfer.transfer.apply import AppliedTask
@@ -136,6 +142,7 @@ def tune_network(
     layout_free: bool = True,
     transfer_pack: TransferPack | None = None,
     refine_from_pack: bool = True,
+    tasks_by_work: bool = False,
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
@@ -155,7 +162,9 @@ def tune_network(
     source tasks).
 
     Batches shrink when the trials left would not give every task one batch, so that no task is left on
-    TVM's unscheduled lowering while another gets a whole batch.
+    TVM's unscheduled lowering while another gets a whole batch. The scheduler's first round visits the
+    tasks in extraction order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first (``weight x
+    FLOPs``), so that a budget smaller than the network's tasks leaves the lightest ones unscheduled.
 
     After every measured batch the best latency of every task is appended to ``work_dir``'s round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
@@ -184,7 +193,8 @@ def tune_network(
         result.from_pack = [extracted[i].task_name for i in sorted(applied)]
         return result
     previous = _records_by_task(work_dir, extracted)
-    schedulable = [i for i, t in enumerate(extracted) if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    order = heaviest_first(task_work(extracted)) if tasks_by_work else range(len(extracted))
+    schedulable = [i for i in order if not extracted[i].mod.attrs.get("tirx.is_scheduled", False)]
     refined = (
         _refined(transfer_pack, extracted, applied, previous, options.trials / max(len(schedulable), 1))
         if refine_from_pack and applied

@@ -29,7 +29,15 @@ from tenset_tools.prune import covering_tasks
 if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
 
-__all__ = ["TaskSelection", "TaskWork", "allocate_trials", "plan_budget", "select_tasks", "task_work"]
+__all__ = [
+    "TaskSelection",
+    "TaskWork",
+    "allocate_trials",
+    "heaviest_first",
+    "plan_budget",
+    "select_tasks",
+    "task_work",
+]
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,12 @@ def task_work(tasks: Sequence[ms.ExtractedTask]) -> list[TaskWork]:
         TaskWork(i, t.task_name, float(t.weight), f, w, w / total if total > 0 else 1.0 / len(tasks))
         for i, (t, f, w) in enumerate(zip(tasks, flops, work, strict=True))
     ]
+
+
+def heaviest_first(works: Sequence[TaskWork]) -> list[int]:
+    """The tasks' indices by ``work``, heaviest first; tasks of equal work (those without any among them)
+    keep their input order."""
+    return [w.index for w in sorted(works, key=lambda w: -w.work)]
 
 
 def select_tasks(works: Sequence[TaskWork], selection: TaskSelection) -> list[TaskWork]:
