@@ -188,5 +188,7 @@ class TransferPolicy:
 #: are tuned on once the run has more trials per task than the pack measured of them: on a network of the
 #: pack, kept final they fell far behind TVM alone at large budgets, while tuning them on kept close to it.
 #: While both models have a share, the guard blends their scores linearly: scored alone, a candidate keeps
-#: its score, as the search's comparison across generations needs.
+#: its score, as the search's comparison across generations needs. A network's tasks get their first batch
+#: heaviest first: on development networks at budgets below their task counts, extraction order left their
+#: heaviest tasks on TVM's default lowering.
 DEFAULT_POLICY = TransferPolicy(fine_tune=True, blend="linear", keep_seeds=False)
