@@ -228,16 +228,12 @@ class ConditionalCopula:
             if column in self.constants_ and not np.isclose(descriptor[column], self.constants_[column]):
                 log.info("sources all have %s = %g (target %g): not conditioned on", column,
                          self.constants_[column], descriptor[column])  # fmt: skip
-        out = pd.DataFrame(index=range(n))
+        scores = None
         if self.model_ is not None:
             mean, covariance = self._conditional_normal(descriptor)
             rng = np.random.default_rng(seed)
             scores = rng.multivariate_normal(mean, covariance, size=n, method="eigh", check_valid="ignore")
-            self._set_values_of_scores(out, scores)
-        for c in self.value_columns_:
-            if c in self.constants_:
-                out[c] = self.constants_[c]
-        return out[self.value_columns_]
+        return self._values_of_scores(scores, n)
 
     # --- the conditional distribution in normal-score space -------------------------------------------
     def _check_descriptor(self, descriptor: Mapping[str, float]) -> None:
@@ -272,23 +268,31 @@ class ConditionalCopula:
         """The fitted copula's marginal distribution of each modelled column, by column name."""
         return dict(zip(self.model_.columns, self.model_.univariates, strict=True))
 
-    def _set_values_of_scores(self, out: pd.DataFrame, scores: np.ndarray) -> None:
-        """Set ``out``'s modelled value columns to the values of normal ``scores`` (rows x modelled value
-        columns) through the fitted marginals.
+    def _values_of_scores(self, scores: np.ndarray | None, rows: int) -> pd.DataFrame:
+        """``rows`` rows of the value columns: the modelled ones the values of normal ``scores`` (rows x
+        modelled value columns; ``None`` when no column is modelled) through the fitted marginals, the
+        constant ones their constant.
 
         Each quantile is kept within the marginal's cdf over the sources' range: values stay in that
         range, and a kernel density's inverse cdf, a root search bracketed a few bandwidths beyond it, is
         never asked for a quantile outside its bracket."""
         from scipy import stats
 
-        univariates = self._marginals()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for c, column_scores in zip(self.modelled_values_, scores.T, strict=True):
-                low, high = self.ranges_[c]
-                u_low, u_high = univariates[c].cdf(np.array([low, high]))
-                quantiles = np.clip(stats.norm.cdf(column_scores), u_low, u_high)
-                out[c] = np.clip(np.asarray(univariates[c].percent_point(quantiles), dtype=float), low, high)
+        out = pd.DataFrame(index=range(rows))
+        if scores is not None:
+            univariates = self._marginals()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for c, column_scores in zip(self.modelled_values_, scores.T, strict=True):
+                    low, high = self.ranges_[c]
+                    u_low, u_high = univariates[c].cdf(np.array([low, high]))
+                    quantiles = np.clip(stats.norm.cdf(column_scores), u_low, u_high)
+                    values = np.asarray(univariates[c].percent_point(quantiles), dtype=float)
+                    out[c] = np.clip(values, low, high)
+        for c in self.value_columns_:
+            if c in self.constants_:
+                out[c] = self.constants_[c]
+        return out[self.value_columns_]
 
     def _normal_scores(self, frame: pd.DataFrame, columns: Sequence[str], eps: float) -> np.ndarray:
         """Normal scores (rows x ``columns``) of ``frame`` through the fitted marginals, each cdf clipped to
@@ -313,14 +317,8 @@ class ConditionalCopula:
         :meth:`sample` draws around it. Constant columns keep their value.
         """
         self._check_descriptor(descriptor)
-        out = pd.DataFrame(index=range(1))
-        if self.model_ is not None:
-            mean, _ = self._conditional_normal(descriptor)
-            self._set_values_of_scores(out, mean[np.newaxis, :])
-        for c in self.value_columns_:
-            if c in self.constants_:
-                out[c] = self.constants_[c]
-        return out[self.value_columns_]
+        scores = None if self.model_ is None else self._conditional_normal(descriptor)[0][np.newaxis, :]
+        return self._values_of_scores(scores, 1)
 
     def log_density(self, descriptor: Mapping[str, float], values: pd.DataFrame) -> np.ndarray:
         """Log density of ``values`` (rows of the value columns) under the conditional Gaussian of their
