@@ -17,7 +17,6 @@ import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import SIDECAR_FILE, task_id_of_mod, write_sidecar
 from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
@@ -193,7 +192,8 @@ def tune_network(
         result.from_pack = [extracted[i].task_name for i in sorted(applied)]
         return result
     previous = _records_by_task(work_dir, extracted)
-    order = heaviest_first(task_work(extracted)) if tasks_by_work else range(len(extracted))
+    works = task_work(extracted)
+    order = heaviest_first(works) if tasks_by_work else range(len(extracted))
     schedulable = [i for i in order if not extracted[i].mod.attrs.get("tirx.is_scheduled", False)]
     refined = (
         _refined(transfer_pack, extracted, applied, previous, options.trials / max(len(schedulable), 1))
@@ -230,8 +230,10 @@ def tune_network(
         target=str(target),
         cost_model=cost_model_name(cost_model),
         tasks=[
-            _task_row(task, records_of(database, task.dispatched[0]), unmeasured=int(i in applied))
-            for i, task in enumerate(extracted)
+            _task_row(
+                task, work.flops, records_of(database, task.dispatched[0]), unmeasured=int(i in applied)
+            )
+            for i, (task, work) in enumerate(zip(extracted, works, strict=True))
         ],
         new_trials=len(run.latencies),
         tuning_seconds=run.seconds,
@@ -323,15 +325,16 @@ def _round_log(
 
 def _task_row(
     task: ms.ExtractedTask,
+    flops: float,
     records: Sequence[ms.database.TuningRecord],
     seconds: float | None = None,
     unmeasured: int = 0,
 ) -> TaskRow:
-    """A result row of ``task``; ``seconds`` overrides the best latency of its ``records``, of which
-    ``unmeasured`` (a transfer pack's) count as no trials."""
+    """A result row of ``task`` (``flops`` per call, as :func:`task_work` estimated them); ``seconds``
+    overrides the best latency of its ``records``, of which ``unmeasured`` (a transfer pack's) count as no
+    trials."""
     best = best_seconds(records) if seconds is None else seconds
-    trials = len(records) - unmeasured
-    return (task.task_name, float(task.weight), estimate_flops(task.dispatched[0]), best, trials)
+    return (task.task_name, float(task.weight), flops, best, len(records) - unmeasured)
 
 
 def _tune_selected(
@@ -348,7 +351,8 @@ def _tune_selected(
 ) -> NetworkTuneResult:
     """:func:`tune_network` with a ``selection``: tune the planned tasks (not those in ``applied``, which
     have a schedule from a transfer pack), then transfer schedules."""
-    works = [w for w in task_work(extracted) if w.index not in applied]
+    every = task_work(extracted)
+    works = [w for w in every if w.index not in applied]
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     builder = measure.builder or PersistentBuilder()
     runner = measure.runner or target_runner(target)
@@ -377,7 +381,7 @@ def _tune_selected(
             runner.pool.shutdown()
         if measure.progress_bar is None:
             bar.close()
-    status, rows = _status_and_rows(extracted, records, outcomes)
+    status, rows = _status_and_rows(extracted, [w.flops for w in every], records, outcomes)
     return NetworkTuneResult(
         name=name,
         target=str(target),
@@ -463,6 +467,7 @@ def _transfer_to_untuned(
 
 def _status_and_rows(
     extracted: list[ms.ExtractedTask],
+    flops: list[float],
     records: list[list[ms.database.TuningRecord]],
     outcomes: list[TransferOutcome],
 ) -> tuple[list[str], list[TaskRow]]:
@@ -470,12 +475,12 @@ def _status_and_rows(
     transferred task's best latency is the transferred schedule's."""
     by_name = {o.task: o for o in outcomes}
     status, rows = [], []
-    for task, task_records in zip(extracted, records, strict=True):
+    for task, task_flops, task_records in zip(extracted, flops, records, strict=True):
         outcome = by_name.get(task.task_name)
         if outcome is not None and outcome.status == "transferred":
             status.append(outcome.label)
-            rows.append(_task_row(task, task_records, outcome.seconds))
+            rows.append(_task_row(task, task_flops, task_records, outcome.seconds))
             continue
         status.append("tuned" if np.isfinite(best_seconds(task_records)) else "default")
-        rows.append(_task_row(task, task_records))
+        rows.append(_task_row(task, task_flops, task_records))
     return status, rows

@@ -219,11 +219,9 @@ class ConditionalCopula:
         an outside value would map to an infinite normal score); a descriptor column constant over the
         sources cannot be conditioned on and is ignored (logged when the target differs).
         """
-        if not hasattr(self, "model_"):
-            raise RuntimeError("ConditionalCopula.sample called before fit")
+        self._check_descriptor(descriptor)
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        self._check_descriptor(descriptor)
         for column in self.descriptor_columns_:
             if column in self.constants_ and not np.isclose(descriptor[column], self.constants_[column]):
                 log.info("sources all have %s = %g (target %g): not conditioned on", column,
