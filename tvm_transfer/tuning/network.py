@@ -231,9 +231,11 @@ def tune_network(
         cost_model=cost_model_name(cost_model),
         tasks=[
             _task_row(
-                task, work.flops, records_of(database, task.dispatched[0]), unmeasured=int(i in applied)
+                work,
+                records_of(database, extracted[work.index].dispatched[0]),
+                unmeasured=int(work.index in applied),
             )
-            for i, (task, work) in enumerate(zip(extracted, works, strict=True))
+            for work in works
         ],
         new_trials=len(run.latencies),
         tuning_seconds=run.seconds,
@@ -324,17 +326,15 @@ def _round_log(
 
 
 def _task_row(
-    task: ms.ExtractedTask,
-    flops: float,
+    work: TaskWork,
     records: Sequence[ms.database.TuningRecord],
     seconds: float | None = None,
     unmeasured: int = 0,
 ) -> TaskRow:
-    """A result row of ``task`` (``flops`` per call, as :func:`task_work` estimated them); ``seconds``
-    overrides the best latency of its ``records``, of which ``unmeasured`` (a transfer pack's) count as no
-    trials."""
+    """A result row of the task ``work`` describes; ``seconds`` overrides the best latency of its
+    ``records``, of which ``unmeasured`` (a transfer pack's) count as no trials."""
     best = best_seconds(records) if seconds is None else seconds
-    return (task.task_name, float(task.weight), flops, best, len(records) - unmeasured)
+    return (work.name, work.weight, work.flops, best, len(records) - unmeasured)
 
 
 def _tune_selected(
@@ -381,7 +381,7 @@ def _tune_selected(
             runner.pool.shutdown()
         if measure.progress_bar is None:
             bar.close()
-    status, rows = _status_and_rows(extracted, [w.flops for w in every], records, outcomes)
+    status, rows = _status_and_rows(every, records, outcomes)
     return NetworkTuneResult(
         name=name,
         target=str(target),
@@ -466,8 +466,7 @@ def _transfer_to_untuned(
 
 
 def _status_and_rows(
-    extracted: list[ms.ExtractedTask],
-    flops: list[float],
+    works: list[TaskWork],
     records: list[list[ms.database.TuningRecord]],
     outcomes: list[TransferOutcome],
 ) -> tuple[list[str], list[TaskRow]]:
@@ -475,12 +474,12 @@ def _status_and_rows(
     transferred task's best latency is the transferred schedule's."""
     by_name = {o.task: o for o in outcomes}
     status, rows = [], []
-    for task, task_flops, task_records in zip(extracted, flops, records, strict=True):
-        outcome = by_name.get(task.task_name)
+    for work, task_records in zip(works, records, strict=True):
+        outcome = by_name.get(work.name)
         if outcome is not None and outcome.status == "transferred":
             status.append(outcome.label)
-            rows.append(_task_row(task, task_flops, task_records, outcome.seconds))
+            rows.append(_task_row(work, task_records, outcome.seconds))
             continue
         status.append("tuned" if np.isfinite(best_seconds(task_records)) else "default")
-        rows.append(_task_row(task, task_flops, task_records))
+        rows.append(_task_row(work, task_records))
     return status, rows
