@@ -20,6 +20,7 @@ from tvm_transfer.common.errors import failure_line
 log = logging.getLogger(__name__)
 
 RESULTS = Path(__file__).parent / "results"
+_PROC_STAT = Path("/proc/stat")
 
 
 def machine_info() -> dict:
@@ -29,6 +30,38 @@ def machine_info() -> dict:
     model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": model or platform.processor(), "cores": cores, "python": platform.python_version()}
+
+
+class StolenCpu:
+    """Context manager: after the block, ``share`` is the fraction (0-1) of this machine's CPU time that
+    the hypervisor gave other guests while the block ran; ``None`` where the kernel does not count it.
+    On a shared host a timing run with a large share ran slow; a benchmark records it beside its times."""
+
+    def __init__(self) -> None:
+        self.share: float | None = None
+        self._start: tuple[int, int] | None = None
+
+    def __enter__(self) -> StolenCpu:
+        self._start = _steal_and_total_ticks()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        end = _steal_and_total_ticks()
+        if self._start is not None and end is not None and end[1] > self._start[1]:
+            self.share = (end[0] - self._start[0]) / (end[1] - self._start[1])
+
+
+def _steal_and_total_ticks() -> tuple[int, int] | None:
+    """Stolen and total CPU ticks of all CPUs since boot (``/proc/stat``), or ``None`` without them."""
+    try:
+        first = _PROC_STAT.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already counted in user and nice)
+    if len(first) < 9 or first[0] != "cpu":
+        return None
+    ticks = [int(field) for field in first[1:9]]
+    return ticks[7], sum(ticks)
 
 
 def git_commit(short: bool = False) -> str:

@@ -79,7 +79,7 @@ from pathlib import Path
 
 from scipy.stats import gmean
 
-from benchmarks.common import git_commit, network_axes, report_path, save_figure, write_report
+from benchmarks.common import StolenCpu, git_commit, network_axes, report_path, save_figure, write_report
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     REFERENCES,
@@ -327,9 +327,15 @@ def _time_point(
         root = _network_root(work_root, network, _seed(point))
         dirs = _as_they_stood(point, arms, root, Path(views), fresh)
         references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
-        latency = time_work_dirs(network, dirs, target, rounds, references)
+        with StolenCpu() as stolen:
+            latency = time_work_dirs(network, dirs, target, rounds, references)
     finished = time.strftime("%Y-%m-%d %H:%M:%S")
-    timing = {"latency": latency, "finished": finished, "commit": git_commit(short=True)}
+    timing = {
+        "latency": latency,
+        "finished": finished,
+        "commit": git_commit(short=True),
+        "cpu_stolen": stolen.share,
+    }
     point["timings"] = [*_timings(point), timing] if again else [timing]
     point["latency"] = _fastest(point["timings"])
     point["finished"], point["commit"] = timing["finished"], timing["commit"]
@@ -503,6 +509,24 @@ def _cell(row: dict, arm: str) -> str:
     return f"{value:.3f} ({_geomean(ratios):.3f}{each})"
 
 
+def _over_records(points: list[dict], arm: str) -> str:
+    """The arm's timed latency over its sum of best records (``estimated_ms``), geometric mean over the
+    points; ``-`` when a point lacks either."""
+    ratios = [
+        p["latency"][arm]["ms"] / p["arms"][arm]["estimated_ms"]
+        for p in points
+        if (p["latency"].get(arm) or {}).get("ms") and p["arms"][arm].get("estimated_ms")
+    ]
+    return f"{_geomean(ratios):.2f}" if ratios and len(ratios) == len(points) else "-"
+
+
+def _stolen(points: list[dict]) -> str:
+    """Each timing run's share of CPU time stolen by the hypervisor, in percent (``-`` where not
+    recorded)."""
+    shares = [t.get("cpu_stolen") for p in points for t in _timings(p)]
+    return ", ".join("-" if share is None else f"{100 * share:.0f}" for share in shares)
+
+
 def _fastest_other(points: list[dict]) -> tuple[str, float] | None:
     """The other runtime (PyTorch, ONNX Runtime) fastest at any of ``points`` and its latency (ms), or
     ``None`` when none was timed."""
@@ -524,7 +548,10 @@ def _markdown(report: dict) -> str:
         "fastest of the point's timing runs (how many: last column), each building every arm afresh and "
         f"timing all of them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest "
         "kept; the geometric mean over the seeds that reached the budget. In brackets the ratio to "
-        "no-transfer at the same budget: the geometric mean over seeds, then each seed's.",
+        "no-transfer at the same budget: the geometric mean over seeds, then each seed's. Timed / records: "
+        "each arm's latency over the sum of its tasks' best measured records weighted by calls (geometric "
+        "mean over seeds); well above 1 when the host was busy during the timing. CPU stolen: the share of "
+        "CPU time the hypervisor gave other guests during each timing run (- where not recorded).",
         "",
     ]
     for network in report["networks"]:
@@ -535,15 +562,22 @@ def _markdown(report: dict) -> str:
             lines += ["not reached", ""]
             continue
         header = " | ".join(f"{a} ms" for a in arms)
-        lines += [f"| budget | {header} | seeds | trials (per arm) | from pack | timing runs |"]
-        lines += ["|---|" + "---|" * len(arms) + "---|---|---|---|"]
+        lines += [
+            f"| budget | {header} | seeds | trials (per arm) | from pack | timing runs | timed / records "
+            "(per arm) | CPU stolen % (per run) |"
+        ]
+        lines += ["|---|" + "---|" * len(arms) + "---|---|---|---|---|---|"]
         for row in rows:
             cells = " | ".join(_cell(row, arm) for arm in arms)
             seeds = ", ".join(str(_seed(p)) for p in row["points"])
             trials = ", ".join(str(max(p["arms"][a]["trials"] for p in row["points"])) for a in arms)
             from_pack = max(p["arms"][a]["from_pack"] for p in row["points"] for a in arms)
             runs = ", ".join(str(len(_timings(p))) for p in row["points"])
-            lines.append(f"| {row['budget']} | {cells} | {seeds} | {trials} | {from_pack} | {runs} |")
+            over_records = ", ".join(_over_records(row["points"], arm) for arm in arms)
+            lines.append(
+                f"| {row['budget']} | {cells} | {seeds} | {trials} | {from_pack} | {runs} | {over_records} "
+                f"| {_stolen(row['points'])} |"
+            )
         redone = sorted({(a, _seed(p)) for p in points for a in p.get("redone", [])})
         if redone:
             lines.append(

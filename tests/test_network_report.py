@@ -91,6 +91,34 @@ def test_guard_line_sums_each_arms_batches_over_the_points():
     assert report_module._guard_line([_point(50, 0, 80.0, 100.0)], ["transfer"]) == ""
 
 
+def test_timed_over_records_and_stolen_cpu_per_timing_run():
+    first, second = _point(1000, 0, 64.0, 67.0), _point(1000, 1, 30.0, 40.0)
+    first["arms"]["transfer"]["estimated_ms"], second["arms"]["transfer"]["estimated_ms"] = 32.0, 25.0
+    first["timings"] = [{"latency": first["latency"], "cpu_stolen": 0.174}]
+    second.update(finished="2026-11-25 10:00:00", commit="0123456789ab")
+    assert report_module._over_records([first, second], "transfer") == f"{math.sqrt(2.0 * 1.2):.2f}"
+    # An arm without its sum of records (no-transfer here) is not guessed.
+    assert report_module._over_records([first, second], "no-transfer") == "-"
+    # A point saved before timing runs were kept has one run, without a stolen share.
+    assert report_module._stolen([first, second]) == "17, -"
+
+
+def test_stolen_cpu_is_the_steal_ticks_share_of_all_ticks(tmp_path, monkeypatch):
+    from benchmarks import common
+
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(common, "_PROC_STAT", stat)
+    stat.write_text("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n")
+    with common.StolenCpu() as stolen:
+        # user +60, system +10, idle +100, steal +30: 30 of 200 ticks stolen
+        stat.write_text("cpu  160 0 60 900 10 0 5 65 0 0\n")
+    assert stolen.share == pytest.approx(30 / 200)
+    stat.write_text("cpu  100 0 50 800\n")  # an old kernel without the steal column
+    with common.StolenCpu() as stolen:
+        pass
+    assert stolen.share is None
+
+
 def test_development_networks_need_only_be_missing_from_the_pack():
     from benchmarks.transfer_common import check_held_out
     from tvm_transfer.transfer import DEFAULT_PACK
