@@ -545,7 +545,7 @@ def _markdown(report: dict) -> str:
         f" pack `{report['pack']['path']}` ({report['pack']['describe']}). Networks "
         + PACK_HOLDS[report.get("pack_holds") or ("this-target" if report.get("in_pack") else "none")]
         + f": {', '.join(report['networks'])}. Latency of the compiled network (ms): per tuning seed, the "
-        "fastest of the point's timing runs (how many: last column), each building every arm afresh and "
+        "fastest of the point's timing runs (how many: their column), each building every arm afresh and "
         f"timing all of them (and the other runtimes) in {report['rounds']} interleaved rounds, fastest "
         "kept; the geometric mean over the seeds that reached the budget. In brackets the ratio to "
         "no-transfer at the same budget: the geometric mean over seeds, then each seed's. Timed / records: "
