@@ -64,16 +64,28 @@ def _steal_and_total_ticks() -> tuple[int, int] | None:
     return ticks[7], sum(ticks)
 
 
-def git_commit(short: bool = False) -> str:
-    """The commit the benchmark ran on (``-dirty`` when tracked files had uncommitted changes); ``short``
-    abbreviates the hash to 12 digits (the suffix stays)."""
+def checkout_commit(directory: Path) -> str:
+    """The HEAD commit of the git checkout holding ``directory``, with ``-dirty`` when tracked files have
+    uncommitted changes (``unknown`` outside a checkout)."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent)
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=directory)
         return done.stdout.strip()
 
-    commit = (git("rev-parse", "HEAD") or "unknown")[: 12 if short else None]
+    commit = git("rev-parse", "HEAD") or "unknown"
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+# Read once, when the benchmark's code is loaded: a run of hours must record the code it ran, not the
+# commit checked out when it finishes, nor "-dirty" for the report files it rewrote itself.
+_LOADED_COMMIT = checkout_commit(Path(__file__).parent)
+
+
+def git_commit(short: bool = False) -> str:
+    """The commit whose code this benchmark process runs (read when it started; ``-dirty`` when tracked
+    files had uncommitted changes then); ``short`` abbreviates the hash to 12 digits (the suffix stays)."""
+    commit = _LOADED_COMMIT.removesuffix("-dirty")
+    return commit[: 12 if short else None] + _LOADED_COMMIT[len(commit) :]
 
 
 def report_path(system: str, name: str, suffix: str, quick: bool = False) -> Path:

@@ -44,7 +44,7 @@ def _measure(network: str, budget: int, work_root: Path, target, rounds: int) ->
             vm = relax.VirtualMachine(executable, tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
             calls[label] = lambda vm=vm, arguments=arguments: vm["main"](*arguments)
-        seconds = time_interleaved(calls, rounds, 0.3)
+        seconds = {k: latency.seconds for k, latency in time_interleaved(calls, rounds, 0.3).items()}
     return {
         "network": network,
         "budget": budget,

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RUNTIMES",
+    "CallLatency",
     "ComparedModel",
     "RuntimeResult",
     "as_arrays",
@@ -90,7 +91,8 @@ class RuntimeResult:
     """One runtime's outcome.
 
     ``seconds``: latency of one call in the fastest timed round (seconds), ``None`` unless ``status`` is
-    ``"ok"``. ``max_abs_error``: largest absolute difference from the output of ``reference`` over every
+    ``"ok"``; ``fastest_call_seconds``: the fastest single call of those rounds (seconds; ``None`` likewise).
+    ``max_abs_error``: largest absolute difference from the output of ``reference`` over every
     output element (``None`` when there is no reference output). ``setup_seconds``: wall time from nothing
     to the first output (ONNX export and session creation, or ``torch.compile``'s compilation, plus that
     first call); ``None`` for the caller's candidates, which arrive ready.
@@ -102,10 +104,19 @@ class RuntimeResult:
     max_abs_error: float | None = None
     reference: str | None = None
     setup_seconds: float | None = None
+    fastest_call_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+class CallLatency(NamedTuple):
+    """Latency of one call (seconds) by two statistics of the same timed rounds: ``seconds``, the mean per
+    call of the fastest round, and ``fastest_call_seconds``, the fastest single call of any round."""
+
+    seconds: float
+    fastest_call_seconds: float
 
 
 #: Pause before each callable's turn (seconds). The thread pools of PyTorch (OpenMP), ONNX Runtime and TVM
@@ -116,14 +127,15 @@ SETTLE_SECONDS = 0.1
 
 def time_interleaved(
     calls: Mapping[str, Callable[[], object]], rounds: int, min_seconds: float
-) -> dict[str, float]:
-    """Latency of one call of each callable (seconds): the fastest of ``rounds`` interleaved rounds.
+) -> dict[str, CallLatency]:
+    """Latency of one call of each callable over ``rounds`` interleaved rounds (:class:`CallLatency`).
 
     In every round each callable in turn, after a pause of :data:`SETTLE_SECONDS` and one untimed call
-    (its warm-up), runs repeatedly until ``min_seconds`` have passed (at least once) and its mean per call
-    is kept; the order rotates from round to round so that no
-    callable always follows the same one. The fastest round is the result, since noise from other programs
-    on the machine only ever slows a call down. An exception of a callable propagates as a
+    (its warm-up), runs repeatedly until its calls have taken ``min_seconds`` (at least once), and both its
+    mean per call and its fastest call are kept; the order rotates from round to round so that no
+    callable always follows the same one. The fastest round and the fastest call are the results, since
+    noise from other programs on the machine only ever slows a call down: a round's mean still holds the
+    calls a busy period slowed, its fastest call does not. An exception of a callable propagates as a
     :class:`RuntimeError` naming it.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -131,23 +143,22 @@ def time_interleaved(
     if not (isinstance(min_seconds, int | float) and math.isfinite(min_seconds) and min_seconds > 0):
         raise ValueError(f"min_seconds must be a positive number of seconds, got {min_seconds!r}")
     names = list(calls)
-    best = dict.fromkeys(names, math.inf)
+    best_round, best_call = dict.fromkeys(names, math.inf), dict.fromkeys(names, math.inf)
     for round_index in range(rounds):
         shift = round_index % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             fn = calls[name]
             time.sleep(SETTLE_SECONDS)
             _call_named(name, fn)  # warm: its data back in cache after the previous callable's
-            count = 0
-            start = time.perf_counter()
-            while True:
+            count, elapsed = 0, 0.0
+            while elapsed < min_seconds:
+                start = time.perf_counter()
                 _call_named(name, fn)
-                count += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= min_seconds:
-                    break
-            best[name] = min(best[name], elapsed / count)
-    return best
+                took = time.perf_counter() - start
+                count, elapsed = count + 1, elapsed + took
+                best_call[name] = min(best_call[name], took)
+            best_round[name] = min(best_round[name], elapsed / count)
+    return {name: CallLatency(best_round[name], best_call[name]) for name in names}
 
 
 class _TimedCallFailed(RuntimeError):
@@ -246,15 +257,15 @@ def compare_runtimes(
 
         while timed:
             try:
-                seconds = time_interleaved(timed, rounds, min_seconds)
+                latencies = time_interleaved(timed, rounds, min_seconds)
                 break
             except _TimedCallFailed as error:  # one callable failed while timed: drop it, time the others
                 results[error.name].status = f"failed while timed: {error.reason}"
                 del timed[error.name]
         else:
-            seconds = {}
-        for name, value in seconds.items():
-            results[name].seconds = value
+            latencies = {}
+        for name, latency in latencies.items():
+            results[name].seconds, results[name].fastest_call_seconds = latency
         return list(results.values())
 
 
