@@ -47,8 +47,10 @@ def busy_core(busy: bool = True) -> Iterator[None]:
     if not busy:
         yield
         return
-    stop = multiprocessing.Event()
-    spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+    # Spawned, not forked: this process runs TVM's and PyTorch's thread pools.
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    spinner = context.Process(target=_spin, args=(stop,), daemon=True)
     spinner.start()
     try:
         yield
