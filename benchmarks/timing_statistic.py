@@ -3,10 +3,11 @@ fastest round, or the fastest single call. Chosen on development networks only.
 
 The same schedules (each development network's arms as the task-order study left them) are built afresh
 and timed in several independent timing runs, alternately on the machine as it is and beside a process
-spinning on one core at the benchmark's own priority: the slow periods of a shared host, made on demand.
-A statistic fit to judge by gives about the same latency in a loaded run as in the quiet ones and varies
-little from run to run; both come out per network, arm and statistic. Each timing run is saved as it ends;
-a stopped run resumes.
+that takes one core in bursts at the benchmark's own priority: the slow periods of a shared host, whose
+bursts slow some calls and not others, made on demand. A statistic fit to judge by gives about the same
+latency in a loaded run as in the quiet ones, and above all the same ratio of each arm to TVM alone
+(``no-transfer``) from run to run: that ratio is what the network benchmarks judge. Both come out per
+network, arm and statistic. Each timing run is saved as it ends; a stopped run resumes.
 
     nice -n 19 python -m benchmarks.timing_statistic > work/timing_statistic.log 2>&1 &
 """
@@ -18,6 +19,7 @@ import contextlib
 import json
 import logging
 import multiprocessing
+import random
 import time
 import warnings
 from collections.abc import Iterator
@@ -32,25 +34,35 @@ from tvm_transfer.networks import model_slug
 from tvm_transfer.target import host_target, target_id
 
 NAME = "timing_statistic_dev"
+BASELINE = "no-transfer"
+#: Lengths of the busy core's bursts and of the pauses between them (seconds, drawn uniformly).
+BURST_SECONDS = (0.01, 0.2)
 #: The statistics compared: key in :func:`~benchmarks.transfer_common.time_work_dirs`'s result -> name.
 STATISTICS = {"ms": "fastest round's mean", "fastest_call_ms": "fastest call"}
+#: What :func:`summarize` gives per arm and statistic, beside the quiet runs' median.
+MEASURES = ("loaded_over_quiet", "spread", "ratio_spread")
 
 
-def _spin(stop: multiprocessing.synchronize.Event) -> None:
+def _spin_in_bursts(stop: multiprocessing.synchronize.Event, seed: int) -> None:
+    rng = random.Random(seed)
     while not stop.is_set():
-        pass
+        until = time.perf_counter() + rng.uniform(*BURST_SECONDS)
+        while time.perf_counter() < until:
+            pass
+        stop.wait(rng.uniform(*BURST_SECONDS))
 
 
 @contextlib.contextmanager
-def busy_core(busy: bool = True) -> Iterator[None]:
-    """One process spinning on a core while the block runs (when ``busy``); it inherits our niceness."""
+def busy_core(busy: bool = True, seed: int = 0) -> Iterator[None]:
+    """While the block runs (when ``busy``), one process that spins on a core in bursts and pauses of
+    :data:`BURST_SECONDS` (drawn from ``seed``), about half the time; it inherits our niceness."""
     if not busy:
         yield
         return
     # Spawned, not forked: this process runs TVM's and PyTorch's thread pools.
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
-    spinner = context.Process(target=_spin, args=(stop,), daemon=True)
+    spinner = context.Process(target=_spin_in_bursts, args=(stop, seed), daemon=True)
     spinner.start()
     try:
         yield
@@ -59,9 +71,11 @@ def busy_core(busy: bool = True) -> Iterator[None]:
         spinner.join()
 
 
-def _timing_run(network: str, work_dirs: dict[str, Path], target, rounds: int, loaded: bool) -> dict:
+def _timing_run(
+    network: str, work_dirs: dict[str, Path], target, rounds: int, loaded: bool, seed: int
+) -> dict:
     """One timing run of ``work_dirs`` (beside a busy core when ``loaded``): ms per arm and statistic."""
-    with StolenCpu() as stolen, busy_core(loaded):
+    with StolenCpu() as stolen, busy_core(loaded, seed):
         latency = time_work_dirs(network, work_dirs, target, rounds, references=False)
     return {
         "network": network,
@@ -74,8 +88,9 @@ def _timing_run(network: str, work_dirs: dict[str, Path], target, rounds: int, l
 
 def summarize(runs: list[dict]) -> dict:
     """Per arm (``network/arm``) and statistic: the quiet runs' median (ms), the loaded runs' median over
-    it, and the spread of all runs (slowest over fastest); then, per statistic, their geometric means over
-    the arms. ``runs`` holds quiet and loaded timing runs of every arm."""
+    it, the spread of all runs (slowest over fastest) and, for arms other than :data:`BASELINE`, the spread
+    of their ratio to it over the runs (largest over smallest); then, per statistic, the geometric means
+    of each over the arms. ``runs`` holds quiet and loaded timing runs of every arm."""
     arms = sorted({f"{r['network']}/{arm}" for r in runs for arm in r["latency"]})
     per_arm: dict[str, dict] = {}
     for label in arms:
@@ -90,14 +105,28 @@ def summarize(runs: list[dict]) -> dict:
                 "loaded_over_quiet": float(np.median(loaded) / np.median(quiet)),
                 "spread": float(max(quiet + loaded) / min(quiet + loaded)),
             }
+            if arm != BASELINE:
+                ratios = [r["latency"][arm][key] / r["latency"][BASELINE][key] for r in mine]
+                per_arm[label][key]["ratio_spread"] = float(max(ratios) / min(ratios))
     overall = {
         key: {
-            measure: float(np.exp(np.mean([np.log(per_arm[label][key][measure]) for label in arms])))
-            for measure in ("loaded_over_quiet", "spread")
+            measure: _geomean([stats[key][measure] for stats in per_arm.values() if measure in stats[key]])
+            for measure in MEASURES
         }
         for key in STATISTICS
     }
     return {"arms": per_arm, "overall": overall}
+
+
+def _geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def _cell(stats: dict) -> str:
+    """``quiet ms, loaded / quiet, spread, ratio spread`` of one arm and statistic (``-``: not given)."""
+    values = [f"{stats['quiet_ms']:.2f}" if "quiet_ms" in stats else "-"]
+    values += [f"{stats[m]:.3f}" if m in stats else "-" for m in MEASURES]
+    return ", ".join(values)
 
 
 def _markdown(report: dict) -> str:
@@ -107,24 +136,20 @@ def _markdown(report: dict) -> str:
         f"{report['machine']['cpu']} ({report['machine']['cores']} cores), target `{report['target']}`, "
         f"commit {report['commit']}. The task-order study's arms of {', '.join(report['networks'])}, each "
         f"built afresh and timed in {report['rounds']} interleaved rounds per timing run; the runs alternate "
-        "quiet and loaded (a process spinning on one core beside them). Per statistic: the quiet runs' "
-        "median (ms), the loaded runs' median over it, and the spread of all runs (slowest / fastest).\n",
+        "quiet and loaded (beside a process taking one core in bursts). Per statistic: the quiet runs' "
+        "median (ms), the loaded runs' median over it, the spread of all runs (slowest / fastest) and the "
+        f"spread of the arm's ratio to {BASELINE} over the runs (largest / smallest).\n",
     ]
     if summary is None:
         return "\n".join(lines)
-    columns = " | ".join(f"{name}: quiet ms, loaded / quiet, spread" for name in STATISTICS.values())
+    columns = " | ".join(
+        f"{name}: quiet ms, loaded / quiet, spread, ratio spread" for name in STATISTICS.values()
+    )
     lines += [f"| arm | {columns} |", "|---|" + "---|" * len(STATISTICS)]
     for label, stats in summary["arms"].items():
-        cells = [
-            f"{s['quiet_ms']:.2f}, {s['loaded_over_quiet']:.3f}, {s['spread']:.3f}"
-            for s in (stats[key] for key in STATISTICS)
-        ]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    cells = [
-        f"-, {summary['overall'][key]['loaded_over_quiet']:.3f}, {summary['overall'][key]['spread']:.3f}"
-        for key in STATISTICS
-    ]
-    lines.append("| geometric mean | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(_cell(stats[key]) for key in STATISTICS) + " |")
+    overall = " | ".join(_cell(summary["overall"][key]) for key in STATISTICS)
+    lines.append(f"| geometric mean | {overall} |")
     stolen = [r["cpu_stolen"] for r in report["runs"] if r["cpu_stolen"] is not None]
     lines.append(
         f"\n{len(report['runs'])} timing runs"
@@ -176,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(len(done), args.runs):
             loaded = index % 2 == 1
             print(f"== {network}: timing run {index + 1} of {args.runs} ({'loaded' if loaded else 'quiet'})")
-            report["runs"].append(_timing_run(network, work_dirs, target, args.rounds, loaded))
+            run = _timing_run(network, work_dirs, target, args.rounds, loaded, seed=index)
+            report["runs"].append(run)
             write_report("transfer", NAME, report, _markdown(report))
     return 0
 
