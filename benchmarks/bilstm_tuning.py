@@ -32,7 +32,8 @@ the contenders tune one task after the other in the same process (their order ro
 seed), so they share the machine's load. Reported: per seed, task and contender the best latency after
 8/16/32/64 trials relative to tvm-xgb-nowarmup's last-checkpoint best of the same seed, the geometric
 mean over tasks per seed, and over all (seed, task) pairs. One timing can be 2x off on this machine, so
-the candidate each run measured best at each checkpoint is re-timed (``common.retime``: every pick of a
+the candidate each run measured best at each checkpoint is re-timed
+(:func:`~tvm_transfer.tuning.retime.retime`: every pick of a
 task built once and timed in 8 interleaved rounds, fastest); the goal is judged on the re-timed ratios,
 and the ratios as the runs measured them are reported beside them. Goal (after Verma et al.):
 the BiLSTM reaches XGBoost's 64-trial latency within 16 trials.
@@ -73,7 +74,7 @@ from scipy.stats import gmean
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from benchmarks.common import RETIME_ROUNDS, git_commit, machine_info, records_in_order, retime, write_report
+from benchmarks.common import git_commit, machine_info, records_in_order, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
 from tenset_tools.flops import estimate_flops
@@ -87,6 +88,7 @@ from tvm_transfer.runner import local_runner
 from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.network import extract_network_tasks
+from tvm_transfer.tuning.retime import RETIME_ROUNDS, retime
 from tvm_transfer.tuning.session import evolution_settings
 
 CHECKPOINTS = (8, 16, 32, 64)
@@ -208,7 +210,8 @@ def _tune_task(task, index: int, model_files: dict[str, Path], sampler, target, 
 
 def _retime_checkpoints(runs: dict[str, list[tuple]], target, args) -> dict[str, dict[str, float]]:
     """Per contender and checkpoint n: the candidate the run measured best within its first n trials,
-    re-timed (:func:`common.retime`), relative to tvm-xgb-nowarmup's last-checkpoint pick re-timed."""
+    re-timed (:func:`~tvm_transfer.tuning.retime.retime`), relative to tvm-xgb-nowarmup's last-checkpoint
+    pick re-timed."""
     checkpoints = [n for n in CHECKPOINTS if n <= args.trials]
     picks, mods = {}, {}
     for contender, records in runs.items():

@@ -47,15 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import (
-    RETIME_ROUNDS,
-    git_commit,
-    machine_info,
-    records_in_order,
-    report_path,
-    retime,
-    write_report,
-)
+from benchmarks.common import git_commit, machine_info, records_in_order, report_path, write_report
 from benchmarks.copula_report import markdown, plot
 from tenset_tools.metrics import best_latency_ratio, running_best, trials_to_reach
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
@@ -71,6 +63,7 @@ from tvm_transfer.search_strategy.copula import (
 from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
 from tvm_transfer.search_strategy.copula.encoding import space_encodings
 from tvm_transfer.search_strategy.copula.population import design_spaces
+from tvm_transfer.tuning.retime import RETIME_ROUNDS, retime
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
 from vta_ext.hw import HwConfig
@@ -259,7 +252,8 @@ def vta_part(layers: list[str], source_trials: int, repeats: int, seeds: list[in
 
 # ---------------------------------------------------------------------------------------------------- CPU
 def retime_runs(task: str, work_dirs: dict[str, Path], target) -> dict:
-    """Re-time (:func:`common.retime`) the candidates the quality figures rest on: each run's first record,
+    """Re-time (:func:`~tvm_transfer.tuning.retime.retime`) the candidates the quality figures rest on:
+    each run's first record,
     its best of the first 8 (as the run measured them) and its 3 best. Returns ``best_s`` (the best re-timed
     latency) and per run ``first_retimed`` / ``best_of_8_retimed`` (best / re-timed latency)."""
     from tvm.s_tir import meta_schedule as ms

@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from benchmarks.common import RETIME_ROUNDS
 from tenset_tools.metrics import running_best
+from tvm_transfer.tuning.retime import RETIME_ROUNDS
 
 
 def _fmt_t(x) -> str:

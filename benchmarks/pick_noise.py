@@ -1,11 +1,11 @@
 """How much of a tuning run's pick is lost to measurement noise, per operator and budget.
 
 A run's pick after N trials is the record it measured fastest among its first N. On a small shared machine
-one timing can be slowed by a burst of noise, never sped up (``benchmarks.common.retime``), so a good
-program timed during a burst loses to a worse one timed in a quiet moment. This study takes the operators a
-per-operator study finished (``benchmarks.transfer_operators``, its report and work dirs), re-times every
-record of an operator's runs up to the last budget together, in interleaved rounds, fastest kept, and
-reports per arm and budget:
+one timing can be slowed by a burst of noise, never sped up (:func:`~tvm_transfer.tuning.retime.retime`),
+so a good program timed during a burst loses to a worse one timed in a quiet moment. This study takes the
+operators a per-operator study finished (``benchmarks.transfer_operators``, its report and work dirs),
+re-times every record of an operator's runs up to the last budget together, in interleaved rounds, fastest
+kept, and reports per arm and budget:
 
 * the noise loss: the re-timed latency of a run's pick over the fastest re-timed latency among its first N
   records (1: the run picked the best program it had measured), geometric mean over runs;
@@ -32,11 +32,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import gmean
 
-from benchmarks.common import git_commit, machine_info, records_in_order, report_path, retime, write_report
+from benchmarks.common import git_commit, machine_info, records_in_order, report_path, write_report
 from benchmarks.transfer_operators import BASELINE, CHECKPOINTS, GOAL_TRIALS
 from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import measuring_threads
 from tvm_transfer.target import host_target
+from tvm_transfer.tuning.retime import retime
 
 ROUNDS = 4
 

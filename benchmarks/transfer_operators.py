@@ -28,7 +28,8 @@ same rounds as the others (separate runs of the benchmark time the same programs
 
 The pick after N trials is the record a run measured fastest among its first N records, in measurement
 order. All picks of an operator, of every arm and seed, are re-timed together
-(``benchmarks.common.retime``: interleaved rounds, fastest kept). An operator's figure at N trials is the
+(:func:`~tvm_transfer.tuning.retime.retime`: interleaved rounds, fastest kept). An operator's figure at
+N trials is the
 geometric mean over seeds of a transfer arm's picks after N, relative to the geometric mean over seeds of
 the baseline's picks after the last budget: one run per operator is dominated by the search's randomness.
 Goals: geometric mean over operators at 16 trials at most 1.0; no operator above 1.5 at 16 trials.
@@ -64,7 +65,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import gmean
 
-from benchmarks.common import git_commit, records_in_order, report_path, retime, write_report
+from benchmarks.common import git_commit, records_in_order, report_path, write_report
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
 from tvm_transfer.networks import model_slug
@@ -75,6 +76,7 @@ from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.retime import retime
 from tvm_transfer.tuning.schedule_transfer import block_signature
 from tvm_transfer.tuning.session import Measurement, TuneOptions
 from tvm_transfer.tuning.task_selection import task_work
