@@ -1,5 +1,6 @@
 """The held-out network report's arithmetic over tuning seeds: the figures the goals are judged on."""
 
+import json
 import math
 
 import pytest
@@ -130,3 +131,34 @@ def test_development_networks_need_only_be_missing_from_the_pack():
         check_held_out(pack, report_module.DEV_NETWORKS)
     with pytest.raises(SystemExit, match="does not hold out torchvision:resnet18"):
         check_held_out(pack, ("torchvision:resnet18",), listed=False)
+
+
+def _round_log(work_dir, rows):
+    work_dir.mkdir(parents=True)
+    lines = [
+        json.dumps({"trials": t, "best_ms": [1.0] * 3, "estimated_ms": ms, "tasks_with_record": tasks})
+        for t, ms, tasks in rows
+    ]
+    (work_dir / "tuning_rounds.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_trials_to_reach_by_the_records_read_from_the_round_logs(tmp_path):
+    # No-transfer's sum at its largest budget (2000) is 100 ms: the bar is 103 ms.
+    _round_log(tmp_path / "net" / "no-transfer", [(50, 300.0, 3), (400, 104.0, 3), (1500, 102.0, 3)])
+    _round_log(
+        tmp_path / "net" / "transfer",
+        # A sum missing a task is not a network's latency; trials past the bar's budget do not count.
+        [(16, 50.0, 2), (32, 120.0, 3), (200, 103.0, 3), (2100, 90.0, 3)],
+    )
+    first, last = _point(50, 0, 80.0, 100.0), _point(2000, 0, 30.0, 25.0)
+    last["arms"]["no-transfer"]["estimated_ms"] = 100.0
+    report = _report([last, first])
+    report["reached_by_records"] = report_module._reached_by_records(report, tmp_path)
+    assert report["reached_by_records"] == {
+        "net": {"0": {"bar_ms": 100.0, "bar_budget": 2000, "no-transfer": 1500, "transfer": 200}}
+    }
+    assert report_module._reached_by_records_line(report, "net").endswith(
+        "seed 0 (bar 100.0 ms at 2000): no-transfer 1500, transfer 200."
+    )
+    # Without the work dirs (a report re-drawn elsewhere) nothing is claimed.
+    assert report_module._reached_by_records(report, tmp_path / "elsewhere") == {}
