@@ -14,6 +14,8 @@ from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes
 from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.network import extract_network_tasks
+from tvm_transfer.tuning.repick import layered, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -116,11 +118,20 @@ def check_in_pack(
 
 
 def time_work_dirs(
-    network: str, work_dirs: dict[str, Path], target: tvm.target.Target, rounds: int, references: bool
+    network: str,
+    work_dirs: dict[str, Path],
+    target: tvm.target.Target,
+    rounds: int,
+    references: bool,
+    repick: bool = True,
 ) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "fastest_call_ms", "max_abs_error"}}`` (the mean per call
-    of the fastest round and the fastest single call, :func:`~tvm_transfer.runtimes.time_interleaved`)."""
+    of the fastest round and the fastest single call, :func:`~tvm_transfer.runtimes.time_interleaved`).
+    With ``repick`` every arm is built as ``compile`` builds it: its heaviest tasks from the fastest of
+    their top records re-timed together (:func:`~tvm_transfer.tuning.repick.repick_records`); an arm's
+    entry then also has ``repicked`` and ``repick_changed``, the tasks re-picked and those whose record
+    changed."""
     import tvm
     from tvm import relax
 
@@ -129,10 +140,15 @@ def time_work_dirs(
     model = load_model(network)
     threads = int(target.attrs["num-cores"])
     mod = relax_module(model)
-    calls = {}
+    calls, repicks = {}, {}
+    tasks = extract_network_tasks(model, target) if repick else []
     with tvm_threads(threads):
         for arm, work_dir in work_dirs.items():
-            vm = relax.VirtualMachine(build_network(mod, open_database(work_dir), target), tvm.cpu())
+            database = open_database(work_dir)
+            if repick:
+                better, repicks[arm] = repick_records(database, tasks, target)
+                database = layered(better, database)
+            vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
             calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
         results = compare_runtimes(
@@ -146,6 +162,11 @@ def time_work_dirs(
             "ms": r.seconds * 1e3 if r.seconds else None,
             "fastest_call_ms": r.fastest_call_seconds * 1e3 if r.fastest_call_seconds else None,
             "max_abs_error": r.max_abs_error,
+            **(
+                {"repicked": len(repicks[r.name]), "repick_changed": sum(c.rank > 0 for c in repicks[r.name])}
+                if r.name in repicks
+                else {}
+            ),
         }
         for r in results
     }

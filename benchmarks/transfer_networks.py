@@ -551,7 +551,8 @@ def _markdown(report: dict) -> str:
         "no-transfer at the same budget: the geometric mean over seeds, then each seed's. Timed / records: "
         "each arm's latency over the sum of its tasks' best measured records weighted by calls (geometric "
         "mean over seeds); well above 1 when the host was busy during the timing. CPU stolen: the share of "
-        "CPU time the hypervisor gave other guests during each timing run (- where not recorded).",
+        "CPU time the hypervisor gave other guests during each timing run (- where not recorded). "
+        + _repicked_line(report),
         "",
     ]
     for network in report["networks"]:
@@ -661,6 +662,20 @@ def _reached_by_records_line(report: dict, network: str) -> str:
     return (
         f"By the records' sums instead (the round logs, trial by trial), trials to come within {NOISE:.2f}x "
         "of no-transfer's sum at its largest budget: " + "; ".join(parts) + "."
+    )
+
+
+def _repicked_line(report: dict) -> str:
+    """How many points' latencies come from re-picked builds (the heaviest tasks built from the fastest of
+    their top records re-timed together, as ``compile`` builds)."""
+    repicked = [
+        p
+        for p in report["points"]
+        if all("repicked" in (p["latency"].get(arm) or {}) for arm in report["arms"])
+    ]
+    return (
+        f"Re-picked builds (each arm's heaviest tasks built from the fastest of their top records re-timed "
+        f"together, as `compile` builds): {len(repicked)} of {len(report['points'])} points."
     )
 
 

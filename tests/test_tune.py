@@ -7,13 +7,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import tvm
+from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.networks import load_model
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
+from tvm_transfer.tuning.repick import layered, repick_records
+from tvm_transfer.tuning.session import open_database
 
 
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
@@ -85,6 +89,26 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     # The round log has one row per measured batch, ending at the budget with every task's best.
     assert [row["trials"] for row in result.rounds][-1] == 24
     assert result.rounds[-1]["estimated_ms"] == pytest.approx(result.weighted_latency * 1e3, rel=1e-4)
+    # Built re-picked: each heavy task's top records re-timed together, the fastest of them built.
+    assert compiled.repicked and "re-picked the schedules" in compiled.table()
+    assert all(r.candidates >= 2 and r.seconds <= r.best_record_seconds for r in compiled.repicked)
+    database = open_database(tmp_path)
+    tasks = extract_network_tasks(load_model("mlp"), target)
+    better, (pick, *others) = repick_records(database, tasks, target, top_k=2, rounds=1, share=1e-9)
+    assert not others  # any share above 0 is reached by the heaviest task alone
+    (task,) = [t for t in tasks if t.task_name == pick.task]
+    built = layered(better, database).query_tuning_record(task.dispatched[0], target, "main")
+    assert [float(s) for s in built.run_secs] == [pick.seconds]
+    assert task.weight * pick.recorded_seconds == max(
+        t.weight * float(database.get_top_k(database.commit_workload(t.dispatched[0]), 1)[0].run_secs[0])
+        for t in tasks
+    )
+
+
+@pytest.mark.parametrize(("top_k", "rounds", "share"), [(1, 1, 0.9), (2, 0, 0.9), (2, 1, 0.0), (2, 1, 1.5)])
+def test_repick_refuses_settings_it_cannot_pick_with(target, top_k, rounds, share):
+    with pytest.raises(ValueError, match=r"top_k|share"):
+        repick_records(ms.database.MemoryDatabase(), [], target, top_k=top_k, rounds=rounds, share=share)
 
 
 @pytest.mark.parametrize(("runs", "warm_calls"), [(0, 3), (5, 0)])

@@ -267,6 +267,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
             layout_free=not args.no_layout_rewrite,
             transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
             profile=args.profile_network,
+            repick=not args.no_repick,
         )
     print(result.table())
     if args.json:
@@ -418,6 +419,12 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tolerance", type=bounded_float(0.0), default=1e-3, help="max abs error allowed (default 1e-3)"
+    )
+    parser.add_argument(
+        "--no-repick",
+        action="store_true",
+        help="build every task from its best record as measured, without re-timing the heaviest tasks' "
+        "top records together first",
     )
     parser.add_argument(
         "--profile-network",

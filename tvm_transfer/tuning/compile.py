@@ -37,6 +37,7 @@ from tvm_transfer.runtimes import (
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
+from tvm_transfer.tuning.repick import Repick, layered, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class CompileResult:
     build_seconds: float
     layout_free: bool = True
     profile: NetworkProfile | None = None
+    repicked: list[Repick] | None = None  # None: built from the best records as measured
 
     @property
     def tvm(self) -> RuntimeResult:
@@ -78,6 +80,13 @@ class CompileResult:
             f"{self.tuned_tasks[1]} tasks tuned, built in {self.build_seconds:.1f} s"
         )
         lines = [heading, format_results(self.results, relative_to="TVM")]
+        if self.repicked:
+            changed = [r for r in self.repicked if r.rank > 0]
+            moves = [f"{r.task} {r.best_record_seconds * 1e3:.4g} -> {r.seconds * 1e3:.4g}" for r in changed]
+            lines.append(
+                f"re-picked the schedules of the {len(self.repicked)} heaviest tasks by re-timing their top "
+                f"records together: {len(changed)} changed (ms)" + "".join(f"; {move}" for move in moves)
+            )
         if self.profile is not None:
             lines += ["", "TVM, function by function (ms per network call):", self.profile.table()]
         return "\n".join(lines)
@@ -116,6 +125,7 @@ def compile_network(
     layout_free: bool = True,
     transfer_pack: TransferPack | None = None,
     profile: bool = False,
+    repick: bool = True,
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
@@ -125,7 +135,9 @@ def compile_network(
     With ``transfer_pack``, the tasks it holds measured on ``target``'s id get its best records in
     ``work_dir`` first (:func:`~tvm_transfer.tuning.network.apply_transfer_pack`; the caller holds the
     work dir's lock). With ``profile``, the result also says where TVM's time goes, function by function
-    (:func:`~tvm_transfer.tuning.network_profile.profile_vm`)."""
+    (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). With ``repick``, the heaviest tasks are
+    built from the fastest of their top records re-timed together
+    (:func:`~tvm_transfer.tuning.repick.repick_records`), not from the one record timed fastest once."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -136,6 +148,10 @@ def compile_network(
         apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
     database = open_database(Path(work_dir))
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
+    repicked = None
+    if repick:
+        better, repicked = repick_records(database, tasks, target)
+        database = layered(better, database)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()
@@ -166,4 +182,5 @@ def compile_network(
         build_seconds=build_seconds,
         layout_free=layout_free,
         profile=network_profile,
+        repicked=repicked,
     )
