@@ -2,8 +2,10 @@
 TVM alone (``--no-transfer``: MetaSchedule's ``XGBModel``, evolutionary search), side by side in one run.
 
 Every (network, arm) is tuned in its own work dir to each budget in turn, as a user asking for that many
-trials would; at every budget the arms are built and timed together in interleaved rounds (fastest kept),
-with PyTorch eager, ``torch.compile`` and ONNX Runtime at the first and the last budget. The per-batch round
+trials would; at every budget the arms are built as ``compile`` builds them (re-picked: each heavy task
+from the fastest of its top records re-timed together, :mod:`tvm_transfer.tuning.repick`) and timed
+together in interleaved rounds (fastest kept), with PyTorch eager, ``torch.compile`` and ONNX Runtime at
+the first and the last budget. The per-batch round
 logs of the work dirs give the estimated-latency curves. Every finished point is saved at once: the run
 resumes where it stopped, and the tables say which budgets were reached.
 
