@@ -553,8 +553,7 @@ def _markdown(report: dict) -> str:
         "no-transfer at the same budget: the geometric mean over seeds, then each seed's. Timed / records: "
         "each arm's latency over the sum of its tasks' best measured records weighted by calls (geometric "
         "mean over seeds); well above 1 when the host was busy during the timing. CPU stolen: the share of "
-        "CPU time the hypervisor gave other guests during each timing run (- where not recorded). "
-        + _repicked_line(report),
+        "CPU time the hypervisor gave other guests during each timing run (- where not recorded).",
         "",
     ]
     for network in report["networks"]:
@@ -595,6 +594,7 @@ def _markdown(report: dict) -> str:
                 + ", ".join(f"{tag} (seed {seed})" for tag, seed in retimed)
                 + "."
             )
+        lines.append(f"\n{_repicked_line(points, arms)}")
         guard = _guard_line(points, arms)
         if guard:
             lines.append(f"\n{guard}")
@@ -667,17 +667,13 @@ def _reached_by_records_line(report: dict, network: str) -> str:
     )
 
 
-def _repicked_line(report: dict) -> str:
-    """How many points' latencies come from re-picked builds (the heaviest tasks built from the fastest of
-    their top records re-timed together, as ``compile`` builds)."""
-    repicked = [
-        p
-        for p in report["points"]
-        if all("repicked" in (p["latency"].get(arm) or {}) for arm in report["arms"])
-    ]
+def _repicked_line(points: list[dict], arms: list[str]) -> str:
+    """How many of ``points`` have latencies of re-picked builds (the heaviest tasks built from the
+    fastest of their top records re-timed together, as ``compile`` builds)."""
+    repicked = [p for p in points if all("repicked" in (p["latency"].get(arm) or {}) for arm in arms)]
     return (
-        f"Re-picked builds (each arm's heaviest tasks built from the fastest of their top records re-timed "
-        f"together, as `compile` builds): {len(repicked)} of {len(report['points'])} points."
+        "Re-picked builds (each arm's heaviest tasks built from the fastest of their top records re-timed "
+        f"together, as `compile` builds): {len(repicked)} of {len(points)} points."
     )
 
 

@@ -162,3 +162,12 @@ def test_trials_to_reach_by_the_records_read_from_the_round_logs(tmp_path):
     )
     # Without the work dirs (a report re-drawn elsewhere) nothing is claimed.
     assert report_module._reached_by_records(report, tmp_path / "elsewhere") == {}
+
+
+def test_the_report_counts_the_points_timed_with_re_picked_builds():
+    repicked, as_measured = _point(50, 0, 80.0, 100.0), _point(100, 0, 70.0, 90.0)
+    for arm in ("transfer", "no-transfer"):
+        repicked["latency"][arm].update(repicked=4, repick_changed=2)
+    as_measured["latency"]["transfer"].update(repicked=4, repick_changed=1)  # one arm only: not counted
+    line = report_module._repicked_line([repicked, as_measured], ["no-transfer", "transfer"])
+    assert line.endswith(": 1 of 2 points.")
