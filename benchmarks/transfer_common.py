@@ -15,7 +15,7 @@ from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.compile import build_network
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.repick import layered, repick_records
+from tvm_transfer.tuning.repick import repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -146,8 +146,7 @@ def time_work_dirs(
         for arm, work_dir in work_dirs.items():
             database = open_database(work_dir)
             if repick:
-                better, repicks[arm] = repick_records(database, tasks, target)
-                database = layered(better, database)
+                database, repicks[arm] = repick_records(database, tasks, target)
             vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
             calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))

@@ -16,7 +16,7 @@ from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
-from tvm_transfer.tuning.repick import layered, repick_records
+from tvm_transfer.tuning.repick import repick_records
 from tvm_transfer.tuning.session import open_database
 
 
@@ -94,10 +94,10 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     assert all(r.candidates >= 2 and r.seconds <= r.best_record_seconds for r in compiled.repicked)
     database = open_database(tmp_path)
     tasks = extract_network_tasks(load_model("mlp"), target)
-    better, (pick, *others) = repick_records(database, tasks, target, top_k=2, rounds=1, share=1e-9)
+    repicked, (pick, *others) = repick_records(database, tasks, target, top_k=2, rounds=1, share=1e-9)
     assert not others  # any share above 0 is reached by the heaviest task alone
     (task,) = [t for t in tasks if t.task_name == pick.task]
-    built = layered(better, database).query_tuning_record(task.dispatched[0], target, "main")
+    built = repicked.query_tuning_record(task.dispatched[0], target, "main")
     assert [float(s) for s in built.run_secs] == [pick.seconds]
     assert task.weight * pick.recorded_seconds == max(
         t.weight * float(database.get_top_k(database.commit_workload(t.dispatched[0]), 1)[0].run_secs[0])

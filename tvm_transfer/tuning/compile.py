@@ -37,7 +37,7 @@ from tvm_transfer.runtimes import (
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
-from tvm_transfer.tuning.repick import Repick, layered, repick_records
+from tvm_transfer.tuning.repick import Repick, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -150,8 +150,7 @@ def compile_network(
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
     repicked = None
     if repick:
-        better, repicked = repick_records(database, tasks, target)
-        database = layered(better, database)
+        database, repicked = repick_records(database, tasks, target)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()

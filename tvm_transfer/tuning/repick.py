@@ -8,8 +8,8 @@ re-times the top records of the tasks that carry most of the network's time toge
 rounds (:func:`~tvm_transfer.tuning.retime.retime`: every candidate under the same conditions), and
 builds each task from the fastest of them.
 
-The re-picked records live in a database of their own, layered over the work dir's
-(:func:`layered`): the work dir keeps every measurement as the tuner made it.
+The re-picked records live in a database of their own, consulted before the work dir's: the work dir keeps
+every measurement as the tuner made it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.runner import measuring_threads
 from tvm_transfer.tuning.retime import retime
 
-__all__ = ["Repick", "layered", "repick_records"]
+__all__ = ["Repick", "repick_records"]
 
 
 @dataclass(frozen=True)
@@ -51,22 +51,20 @@ def repick_records(
     top_k: int = 8,
     rounds: int = 4,
     share: float = 0.9,
-) -> tuple[ms.database.MemoryDatabase, list[Repick]]:
+) -> tuple[ms.database.Database, list[Repick]]:
     """Re-time the ``top_k`` best records of the heaviest ``tasks`` together in ``rounds`` interleaved
     rounds, and keep each task's fastest as its record in a new in-memory database (its run time the
     re-timed latency). The heaviest tasks are those whose weight x best recorded latency, summed from the
     heaviest down, first reach ``share`` (0-1] of the network's; lighter tasks and tasks with fewer than two
-    valid records keep their best record. Returns the database and, per re-picked task, what changed."""
+    valid records keep their best record. Returns the database to build from (the re-picked records first,
+    then ``database``) and, per re-picked task, what changed."""
     if not (isinstance(top_k, int) and top_k >= 2 and isinstance(rounds, int) and rounds >= 1):
         raise ValueError(f"top_k must be an integer >= 2 and rounds >= 1, got {top_k!r} and {rounds!r}")
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share!r}")
-    candidates = {}
-    for task in _heaviest(database, tasks, share):
-        mod = task.dispatched[0]
-        top = database.get_top_k(database.commit_workload(mod), top_k)
-        if len(top) >= 2:
-            candidates[task.task_name] = (mod, top)
+    candidates = {
+        name: (mod, top) for name, mod, top in _heaviest(database, tasks, top_k, share) if len(top) >= 2
+    }
     mods = {
         f"{name}#{rank}": record.as_measure_candidate().sch.mod
         for name, (_, top) in candidates.items()
@@ -88,25 +86,21 @@ def repick_records(
         )
         recorded = mean_run_seconds(top[0].run_secs)
         changes.append(Repick(name, len(top), recorded, rank, timed[rank], timed[0]))
-    return repicked, changes
-
-
-def layered(repicked: ms.database.Database, database: ms.database.Database) -> ms.database.Database:
-    """A database answering from ``repicked`` first, then from ``database``: what a network is built from."""
-    return ms.database.OrderedUnionDatabase(repicked, database)
+    return ms.database.OrderedUnionDatabase(repicked, database), changes
 
 
 def _heaviest(
-    database: ms.database.Database, tasks: Sequence[ms.ExtractedTask], share: float
-) -> list[ms.ExtractedTask]:
-    """The heaviest ``tasks`` by weight x best recorded latency, down to where they reach ``share`` of the
-    sum over all tasks with a valid record."""
+    database: ms.database.Database, tasks: Sequence[ms.ExtractedTask], top_k: int, share: float
+) -> list[tuple[str, tvm.IRModule, list[ms.database.TuningRecord]]]:
+    """``(name, module, top_k best records)`` of the heaviest ``tasks`` by weight x best recorded latency,
+    down to where they reach ``share`` of the sum over all tasks with a valid record."""
     work = []
     for task in tasks:
-        top = database.get_top_k(database.commit_workload(task.dispatched[0]), 1)
+        mod = task.dispatched[0]
+        top = database.get_top_k(database.commit_workload(mod), top_k)
         best = mean_run_seconds(top[0].run_secs) if top else math.inf
         if math.isfinite(best):
-            work.append((task.weight * best, task))
+            work.append((task.weight * best, (task.task_name, mod, top)))
     work.sort(key=lambda item: -item[0])
     total, covered, chosen = sum(w for w, _ in work), 0.0, []
     for weight, task in work:

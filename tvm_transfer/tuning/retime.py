@@ -64,11 +64,14 @@ def retime(
     runner = local_runner(num_threads=num_threads)
     timings: dict[str, list[float]] = {k: [] for k in keys}
     failed: set[str] = set()
-    for _ in range(rounds):
-        for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
-            result = future.result()
-            timings[k].append(runner_seconds(result))
-            if result.error_msg and k not in failed:
-                failed.add(k)
-                log.warning("re-timing %s: a run failed: %s", k, failure_line(result.error_msg))
+    try:
+        for _ in range(rounds):
+            for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
+                result = future.result()
+                timings[k].append(runner_seconds(result))
+                if result.error_msg and k not in failed:
+                    failed.add(k)
+                    log.warning("re-timing %s: a run failed: %s", k, failure_line(result.error_msg))
+    finally:
+        runner.pool.shutdown()  # its worker processes would outlive the call otherwise
     return {k: float(np.min(t)) if t else math.inf for k, t in timings.items()}
