@@ -103,9 +103,9 @@ def _heaviest(
             work.append((task.weight * best, (task.task_name, mod, top)))
     work.sort(key=lambda item: -item[0])
     total, covered, chosen = sum(w for w, _ in work), 0.0, []
-    for weight, task in work:
+    for weight, entry in work:
         if covered >= share * total:
             break
-        chosen.append(task)
+        chosen.append(entry)
         covered += weight
     return chosen
