@@ -81,10 +81,10 @@ from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import find_databases, read_sidecar
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
-from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.cli.dataset import parse_hyper_parameters
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import measuring_workers
 from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.network import extract_network_tasks
@@ -164,15 +164,15 @@ def _tune(task, contender: str, model_files: dict[str, Path], sampler, target, a
         cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode, **extra)
     else:
         cost_model = make_cost_model(contender, seed=args.seed)
-    with tempfile.TemporaryDirectory() as work_dir:
+    with tempfile.TemporaryDirectory() as work_dir, measuring_workers() as (builder, runner):
         ms.tune_tir(
             mod=task.dispatched[0],
             target=target,
             work_dir=work_dir,
             max_trials_global=args.trials,
             num_trials_per_iter=8,
-            builder=PersistentBuilder(),
-            runner=local_runner(),
+            builder=builder,
+            runner=runner,
             cost_model=cost_model,
             strategy=_strategy(contender, sampler, args),
             seed=args.seed,

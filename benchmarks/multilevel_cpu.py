@@ -48,7 +48,7 @@ from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
 from tvm_transfer.callbacks import FailureLog
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.multilevel import MultiLevelCostModel
-from tvm_transfer.runner import TimedRunner, local_runner
+from tvm_transfer.runner import measuring_workers
 from tvm_transfer.target import host_core_count, host_target
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.workloads import make_workload
@@ -100,10 +100,10 @@ class RunOutcome:
 def tune_once(workload, target, contender: str, seed: int, timeout: float, builder, args) -> RunOutcome:
     """Tune ``workload`` with ``contender`` for ``args.trials`` trials under a runner timeout (seconds)."""
     model = make_cost_model(contender, seed=seed)
-    runner = TimedRunner(local_runner(timeout_sec=timeout, num_threads=host_core_count()))
     log = FailureLog()
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work_dir:
+    workers = measuring_workers(builder=builder, timeout_sec=timeout, num_threads=host_core_count())
+    with tempfile.TemporaryDirectory() as work_dir, workers as (builder, runner):
         ms.tune_tir(
             mod=workload.prim_func().with_attr("global_symbol", "main"),
             target=target,

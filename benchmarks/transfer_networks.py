@@ -27,7 +27,9 @@ batch of the pack's seeds (``transfer-seeds-once``: ``seed_search=True, keep_see
 default), timed beside its other two arms. ``--task-order`` compares the default policy, whose first
 round visits a network's tasks heaviest first, with the same policy in MetaSchedule's extraction order
 (``transfer-extraction-order``), beside TVM alone, on the development networks at budgets below their task
-counts.
+counts. ``--siblings`` compares the default policy with the same policy whose every evolution also starts
+from the fastest record of each other task of the run, replayed on the task (``transfer-siblings``:
+``sibling_seeds=1``), beside TVM alone on the development networks.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -37,6 +39,7 @@ counts.
     nice -n 19 python -m benchmarks.transfer_networks --blend > work/bench_blend.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --seeds-once --timing-runs 2 > work/seeds.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --task-order > work/bench_task_order.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --siblings --timing-runs 2 > work/siblings.log 2>&1 &
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -212,6 +215,17 @@ STUDIES = {
         DEV_NETWORKS,
         (16, 32),
         {**ARMS, "transfer-extraction-order": dataclasses.replace(DEFAULT_POLICY, tasks_by_work=False)},
+        pack_holds="absent",
+    ),
+    # The default policy with the best schedules of the run's other tasks replayed into every evolution's
+    # population, at budgets where the held-out networks' dense layers were still far from their bests.
+    "siblings": Study(
+        "transfer_siblings_dev",
+        "Sibling tasks' best schedules in the search's population (development networks)",
+        "siblings",
+        DEV_NETWORKS,
+        (100, 400),
+        {**ARMS, "transfer-siblings": dataclasses.replace(DEFAULT_POLICY, sibling_seeds=1)},
         pack_holds="absent",
     ),
     "quick": Study(
@@ -739,6 +753,7 @@ def main(argv: list[str] | None = None) -> int:
         ("blend", "the guard's rank blend against its linear blend, on development networks"),
         ("seeds-once", "the default policy with a first batch of the pack's seeds, on development networks"),
         ("task-order", "the default policy's tasks heaviest first against extraction order, dev networks"),
+        ("siblings", "the default policy with the other tasks' best schedules in its search, dev networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)

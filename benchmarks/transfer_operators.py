@@ -69,7 +69,7 @@ from benchmarks.common import git_commit, records_in_order, report_path, write_r
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
 from tvm_transfer.networks import model_slug
-from tvm_transfer.runner import measuring_threads, target_runner
+from tvm_transfer.runner import measuring_threads, measuring_workers
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
@@ -186,14 +186,12 @@ def _tune(
             "refine_from_pack": policy.refine_exact,
         }
     start = time.perf_counter()
-    runner = target_runner(target, passes)  # its worker's start counts, as in a run measuring once
-    try:
+    # The runner's worker starts inside the timed span, as in a run measuring once.
+    with measuring_workers(target, passes=passes) as (builder, runner):
         result = tune_network(
             network, work_dir, tasks=[task], target=target, options=options,
-            measure=Measurement(runner=runner), **parts,
+            measure=Measurement(builder=builder, runner=runner), **parts,
         )  # fmt: skip
-    finally:
-        runner.pool.shutdown()
     guard = parts["cost_model"]
     weights = [d.weight for d in guard.decisions_] if isinstance(guard, GuardedCostModel) else None
     return {

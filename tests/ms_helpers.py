@@ -29,18 +29,18 @@ def sample_candidates(context: ms.TuneContext, count: int) -> list[ms.MeasureCan
 
 def tiny_tune_tir(workload: Workload, target: tvm.target.Target, work_dir, cost_model: ms.CostModel) -> None:
     """A real 16-trial ``ms.tune_tir`` of ``workload`` (batches of 8, population 32) with ``cost_model``."""
-    from tvm_transfer.builder import PersistentBuilder
-    from tvm_transfer.runner import local_runner
+    from tvm_transfer.runner import measuring_workers
 
-    ms.tune_tir(
-        mod=workload.prim_func().with_attr("global_symbol", "main"),
-        target=target,
-        work_dir=str(work_dir),
-        max_trials_global=16,
-        num_trials_per_iter=8,
-        builder=PersistentBuilder(),
-        runner=local_runner(),
-        cost_model=cost_model,
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
-        seed=1,
-    )
+    with measuring_workers(target) as (builder, runner):
+        ms.tune_tir(
+            mod=workload.prim_func().with_attr("global_symbol", "main"),
+            target=target,
+            work_dir=str(work_dir),
+            max_trials_global=16,
+            num_trials_per_iter=8,
+            builder=builder,
+            runner=runner,
+            cost_model=cost_model,
+            strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
+            seed=1,
+        )

@@ -3,6 +3,9 @@ started on loopback."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -86,23 +89,34 @@ def rpc_tracker(tmp_path):
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
+                    start_new_session=True,
                 )
             )
             server = [sys.executable, "-m", "tvm.exec.rpc_server", "--host", LOOPBACK]
             server += ["--port", str(server_port), "--port-end", str(server_port + 20)]
             server += ["--tracker", f"{LOOPBACK}:{port}", "--key", DEVICE_KEY, "--custom-addr", LOOPBACK]
-            processes.append(subprocess.Popen(server, stdout=server_log, stderr=subprocess.STDOUT))
+            processes.append(
+                subprocess.Popen(server, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
             _wait_for_device(port, processes)
             yield f"{LOOPBACK}:{port}", log
         finally:
             for process in processes:
-                process.terminate()
+                _signal_session(process, signal.SIGTERM)
             for process in processes:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=10)
+                # The server's own workers (popen_worker) share its session: end them, and it if it is
+                # still running.
+                _signal_session(process, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+def _signal_session(process: subprocess.Popen, sig: signal.Signals) -> None:
+    """Send ``sig`` to every process of ``process``'s session (it was started with a session of its own),
+    so that the children it started do not outlive it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
 
 
 OPTIONS = TuneOptions(trials_per_iter=4, population_size=16, progress=False)

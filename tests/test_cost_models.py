@@ -9,12 +9,11 @@ from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.common.boosters import group_balanced_weights
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.gbdt import LightGBMCostModel, XGBoostCostModel
 from tvm_transfer.cost_model.mlp import MLPCostModel
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import measuring_workers
 
 MODELS = {"xgboost": XGBoostCostModel, "lightgbm": LightGBMCostModel, "mlp": MLPCostModel}
 
@@ -44,13 +43,14 @@ def measured(target, matmul, tmp_path_factory):
     """16 real measurements of a 64^3 matmul (candidates and runner results)."""
     context = tune_context(matmul, target)
     candidates = sample_candidates(context, 16)
-    builds = PersistentBuilder().build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
-    assert all(b.error_msg is None for b in builds)
-    runner_inputs = [
-        ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
-        for b, c in zip(builds, candidates, strict=True)
-    ]
-    results = [f.result() for f in local_runner(number=2, min_repeat_ms=10).run(runner_inputs)]
+    with measuring_workers(number=2, min_repeat_ms=10) as (builder, runner):
+        builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+        assert all(b.error_msg is None for b in builds)
+        runner_inputs = [
+            ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
+            for b, c in zip(builds, candidates, strict=True)
+        ]
+        results = [f.result() for f in runner.run(runner_inputs)]
     assert all(r.error_msg is None for r in results)
     return context, candidates, results
 

@@ -1,12 +1,14 @@
-"""Runner settings shared by every tuning run, collection and benchmark, and the latency of a run."""
+"""Runner settings shared by every tuning run, collection and benchmark, the builder and runner workers of
+a run, and the latency of a run."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -14,6 +16,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import kill_child_processes
 
 from tenset_tools.metaschedule import mean_run_seconds
+from tvm_transfer.builder import PersistentBuilder
 
 
 def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
@@ -47,10 +50,35 @@ def measuring_threads(target: tvm.target.Target) -> int | None:
     return int(target.attrs.get("num-cores", 0)) or None
 
 
-def target_runner(target: tvm.target.Target, passes: int = 1) -> TimedRunner:
-    """A :func:`local_runner` measuring on :func:`measuring_threads` threads, under a :class:`TimedRunner`'s
-    deadline, each candidate ``passes`` times."""
-    return TimedRunner(local_runner(num_threads=measuring_threads(target)), passes=passes)
+@contextlib.contextmanager
+def measuring_workers(
+    target: tvm.target.Target | None = None,
+    *,
+    builder: ms.builder.Builder | None = None,
+    runner: ms.runner.Runner | None = None,
+    passes: int = 1,
+    **runner_options,
+) -> Iterator[tuple[ms.builder.Builder, ms.runner.Runner]]:
+    """The builder and runner of one run, as ``(builder, runner)``: ``builder`` and ``runner`` when given
+    (the caller's, left running), else a fresh :class:`~tvm_transfer.builder.PersistentBuilder` and a
+    :class:`TimedRunner` measuring each candidate ``passes`` times with a :func:`local_runner`
+    (``runner_options``; ``num_threads`` defaults to :func:`measuring_threads` of ``target``). The workers
+    made here are shut down on exit, however the block ends, so that no worker process outlives the run."""
+    made_builder = builder is None
+    made_runner = runner is None
+    if made_builder:
+        builder = PersistentBuilder()
+    if made_runner:
+        if target is not None:
+            runner_options.setdefault("num_threads", measuring_threads(target))
+        runner = TimedRunner(local_runner(**runner_options), passes=passes)
+    try:
+        yield builder, runner
+    finally:
+        if made_builder:
+            builder.shutdown()
+        if made_runner:
+            runner.pool.shutdown()
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:

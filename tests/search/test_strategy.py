@@ -17,11 +17,10 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import iter_database_records
-from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import load_cost_model
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import measuring_workers
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
     TraceCopulaSampler,
@@ -73,8 +72,7 @@ def _inner_n_distance(decisions) -> float:
 
 def _tune(target, strategy, trials, work_dir, cost_model="random"):
     recorder = _Recorder()
-    builder = PersistentBuilder()
-    try:
+    with measuring_workers(num_threads=2) as (builder, runner):
         ms.tune_tir(
             mod=make_workload("matmul", (64, 128, 64)).ir_module(),
             target=target,
@@ -83,12 +81,10 @@ def _tune(target, strategy, trials, work_dir, cost_model="random"):
             num_trials_per_iter=3,
             strategy=strategy,
             builder=builder,
-            runner=local_runner(num_threads=2),
+            runner=runner,
             cost_model=cost_model,
             measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), recorder],
         )
-    finally:
-        builder.shutdown()
     return recorder.decisions
 
 

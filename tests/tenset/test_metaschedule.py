@@ -31,8 +31,7 @@ from tenset_tools.metaschedule import (
     write_sidecar,
 )
 from tenset_tools.schema import read_dataset
-from tvm_transfer.builder import PersistentBuilder
-from tvm_transfer.runner import local_runner
+from tvm_transfer.runner import measuring_workers
 from tvm_transfer.workloads import make_workload
 
 TRIALS = 8
@@ -43,8 +42,7 @@ def database(tmp_path_factory, target):
     """A JSONDatabase of an 8-trial tune of a 64x64x64 dense layer (~15 s on 2 cores)."""
     work_dir = tmp_path_factory.mktemp("ms") / "dense"
     mod = tvm.IRModule({"main": make_workload("dense", (64, 64, 64)).prim_func()})
-    builder = PersistentBuilder()
-    try:
+    with measuring_workers(target) as (builder, runner):
         ms.tune_tir(
             mod=mod["main"].with_attr("global_symbol", "main"),
             target=target,
@@ -52,11 +50,9 @@ def database(tmp_path_factory, target):
             max_trials_global=TRIALS,
             num_trials_per_iter=TRIALS,
             builder=builder,
-            runner=local_runner(),
+            runner=runner,
             strategy=ms.search_strategy.EvolutionarySearch(population_size=16, init_min_unmeasured=8),
         )
-    finally:
-        builder.shutdown()
     return work_dir
 
 

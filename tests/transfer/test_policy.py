@@ -39,7 +39,7 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     # only; all after the pack's records of a task's workload measured on other targets, when it has any.
     search = transfer_search(with_pack, TuneOptions(trials_per_iter=8))
     assert isinstance(search, MeasureFirst) and isinstance(search.inner, CopulaSearch)
-    assert search.inner.rank_pool == 8 and not search.inner.keep_seeds
+    assert search.inner.rank_pool == 8 and not search.inner.keep_seeds and search.inner.siblings == 0
     assert isinstance(search.provider, OtherTargetCandidates) and search.provider.pack.path == pack.path
     # --no-transfer is TVM's own default: MetaSchedule's XGBModel under evolutionary search.
     assert _cost_model(_args("--no-transfer")) == "tvm-xgb"
@@ -85,6 +85,8 @@ def test_a_policy_sets_its_own_population_and_measured_seeds(pack):
     assert seeded(measured_seeds=1).num_seeds == 1 and seeded(measured_seeds=1).rank_pool == 4
     assert seeded(measured_seeds=1).evo_kwargs["population_size"] == 64
     assert seeded().keep_seeds and not seeded(keep_seeds=False).keep_seeds
+    # ``tune_tir`` tunes a clone (made by the Python object the wrapper holds).
+    assert seeded(sibling_seeds=2).siblings == 2 and seeded(sibling_seeds=2)._inst.clone().siblings == 2
     assert seeded().sampler is seeded(keep_seeds=False).sampler  # fitted once per opened pack
     assert seeded().num_seeds is None  # one batch of seeds
 

@@ -9,7 +9,8 @@ strategy:
   pretrained model also learns the run's measurements, as a correction of what it predicted;
 * ``seed_search``: each task's evolutionary search starts from the pack's best schedules of tasks with the
   same design space, repaired to the task's shape, then from copula samples conditioned on it
-  (:class:`~tvm_transfer.search_strategy.copula.CopulaSearch` over the pack's schedule databases).
+  (:class:`~tvm_transfer.search_strategy.copula.CopulaSearch` over the pack's schedule databases); with
+  ``sibling_seeds`` its evolutions also start from the best schedules of the run's other tasks.
 * ``refine_exact``: a task applied from the pack is tuned on from its record when the run has more trials
   per task than the pack's corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`).
 * ``measure_other_targets``: a task's first batch measures the pack's records of its workload measured on
@@ -70,6 +71,9 @@ class TransferPolicy:
     keep_seeds:
         With ``seed_search``, the seeds join the population every batch's evolution starts from (``False``:
         the first batch's only; ``CopulaSearch(keep_seeds=...)``).
+    sibling_seeds:
+        With ``seed_search``, the fastest ``sibling_seeds`` records of each of the run's other tasks,
+        replayed on the task, join every batch's evolution (0: none; ``CopulaSearch(siblings=...)``).
     refine_exact:
         Tune a task applied from the pack on from the pack's record when the run gives each task more
         trials than the pack's corpus measured of it (``False``: an applied record is always final; the
@@ -98,6 +102,7 @@ class TransferPolicy:
     population_size: int | None = None
     measured_seeds: int | None = None
     keep_seeds: bool = True
+    sibling_seeds: int = 0
     refine_exact: bool = True
     measure_other_targets: bool = True
     model_name: str | None = None
@@ -172,6 +177,7 @@ class TransferPolicy:
             seed=options.seed,
             rank_pool=options.trials_per_iter if ranked else 0,
             keep_seeds=self.keep_seeds,
+            siblings=self.sibling_seeds,
             **evolution_settings(options.population_size),
         )
 

@@ -18,9 +18,9 @@ from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import SIDECAR_FILE, task_id_of_mod, write_sidecar
-from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
-from tvm_transfer.runner import target_runner
+from tvm_transfer.runner import measuring_workers
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.rounds import ROUNDS_FILE, RoundLog, read_rounds
 from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
@@ -354,31 +354,29 @@ def _tune_selected(
     every = task_work(extracted)
     works = [w for w in every if w.index not in applied]
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
-    builder = measure.builder or PersistentBuilder()
-    runner = measure.runner or target_runner(target)
     previous = _records_by_task(work_dir, extracted)
     counted = [i for i in range(len(extracted)) if i not in applied]
     log, bar = _round_log(extracted, previous, work_dir, options, measure, counted, 0)
-    shared = Measurement(builder=builder, runner=runner, progress_bar=bar, callbacks=measure.callbacks)
     model = resolve_cost_model(cost_model, options.seed)
     start = time.perf_counter()
     tune_seconds = transfer_seconds = 0.0
     outcomes: list[TransferOutcome] = []
+    workers = measuring_workers(target, builder=measure.builder, runner=measure.runner)
     try:
-        new_trials, profile = _tune_each(
-            extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
-        )
-        tune_seconds = time.perf_counter() - start
-        database = open_database(work_dir)
-        records = [records_of(database, task.dispatched[0]) for task in extracted]
-        if selection.transfer:
-            outcomes = _transfer_to_untuned(extracted, records, database, target, selection, shared, options)
-        transfer_seconds = time.perf_counter() - start - tune_seconds
+        with workers as (builder, runner):
+            shared = dataclasses.replace(measure, builder=builder, runner=runner, progress_bar=bar)
+            new_trials, profile = _tune_each(
+                extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
+            )
+            tune_seconds = time.perf_counter() - start
+            database = open_database(work_dir)
+            records = [records_of(database, task.dispatched[0]) for task in extracted]
+            if selection.transfer:
+                outcomes = _transfer_to_untuned(
+                    extracted, records, database, target, selection, shared, options
+                )
+            transfer_seconds = time.perf_counter() - start - tune_seconds
     finally:
-        if measure.builder is None:
-            builder.shutdown()
-        if measure.runner is None:
-            runner.pool.shutdown()
         if measure.progress_bar is None:
             bar.close()
     status, rows = _status_and_rows(every, records, outcomes)

@@ -34,7 +34,7 @@ from tvm.s_tir import meta_schedule as ms
 from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
-from tvm_transfer.runner import runner_seconds, target_runner
+from tvm_transfer.runner import measuring_workers, runner_seconds
 from tvm_transfer.search_strategy.base import program_key
 from tvm_transfer.search_strategy.replay import replay_trace
 
@@ -173,12 +173,9 @@ def transfer_schedules(
     :func:`block_signature`, closest FLOPs first) contribute their ``candidates`` best records each; the
     replayed candidates are checked (see the module docstring), measured once next to the default
     lowering, and the fastest is committed to ``database`` when it beats the default.
-    ``builder``/``runner`` default to a fresh :class:`PersistentBuilder` and
-    :func:`tvm_transfer.runner.target_runner` (both shut down here).
+    ``builder``/``runner`` default to fresh workers of
+    :func:`tvm_transfer.runner.measuring_workers` (shut down here).
     """
-    own_builder, own_runner = builder is None, runner is None
-    builder = builder or PersistentBuilder()
-    runner = runner or target_runner(target)
     sources = []
     for task in tuned:
         mod = task.dispatched[0]
@@ -186,17 +183,11 @@ def transfer_schedules(
         top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
         if top:
             sources.append(_Source(task, block_signature(mod), estimate_flops(mod), top))
-    outcomes = []
-    try:
-        for index, task in enumerate(untuned):
-            outcomes.append(
-                _transfer_one(task, sources, database, target, max_sources, builder, runner, seed + index)
-            )
-    finally:
-        if own_builder:
-            builder.shutdown()
-        if own_runner:
-            runner.pool.shutdown()
+    with measuring_workers(target, builder=builder, runner=runner) as (builder, runner):
+        outcomes = [
+            _transfer_one(task, sources, database, target, max_sources, builder, runner, seed + index)
+            for index, task in enumerate(untuned)
+        ]
     return outcomes
 
 

@@ -28,7 +28,7 @@ from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import ProgressCallback
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.runner import TimedRunner, target_runner
+from tvm_transfer.runner import TimedRunner, measuring_workers
 from tvm_transfer.search_strategy.unmeasured import SkipMeasured
 from tvm_transfer.tuning.recording import RecordOnMeasure, recording_callbacks
 from tvm_transfer.tuning.workdir import count_records, needs_repair, set_aside_torn_tails, work_dir_lock
@@ -58,8 +58,8 @@ class TuneOptions:
 class Measurement:
     """How candidates are measured, when the caller owns it: a builder (kept running across calls; the
     caller shuts it down), a runner (e.g. an ``RPCRunner``), a progress bar shared over several runs, and
-    measure callbacks run after the default ones. ``None`` fields take the defaults: a fresh
-    :class:`PersistentBuilder`, :func:`target_runner`, a bar per run."""
+    measure callbacks run after the default ones. ``None`` fields take the defaults: fresh
+    workers of :func:`~tvm_transfer.runner.measuring_workers`, a bar per run."""
 
     builder: PersistentBuilder | None = None
     runner: ms.runner.Runner | None = None
@@ -289,33 +289,28 @@ def _tune_contexts(
             )  # fmt: skip
             for ctx, records in zip(contexts, previous, strict=True):
                 warm_start(model, ctx, records)
-        builder = measure.builder or PersistentBuilder()
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
-        # measure on as many threads as the target has cores.
-        runner = measure.runner or target_runner(contexts[0].target)
+        # the workers measure on as many threads as the target has cores.
+        workers = measuring_workers(contexts[0].target, builder=measure.builder, runner=measure.runner)
         scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
-        defaults = _default_callbacks(runner, scheduler, database, progress)
-        with ms.Profiler() as profiler, defaults as default_callbacks:
-            callbacks = [*default_callbacks, progress, *measure.callbacks]
-            try:
-                ms.tune_tasks(
-                    tasks=contexts,
-                    task_weights=weights,
-                    work_dir=str(work_dir),
-                    max_trials_global=remaining,
-                    num_trials_per_iter=options.trials_per_iter,
-                    builder=builder,
-                    runner=runner,
-                    database=database,
-                    cost_model=model,
-                    measure_callbacks=callbacks,
-                    task_scheduler=scheduler,
-                )
-            finally:
-                if measure.builder is None:
-                    builder.shutdown()
-                if measure.runner is None:  # else its worker pool is reaped from one of its own threads
-                    runner.pool.shutdown()
+        with (
+            workers as (builder, runner),
+            ms.Profiler() as profiler,
+            _default_callbacks(runner, scheduler, database, progress) as default_callbacks,
+        ):
+            ms.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=str(work_dir),
+                max_trials_global=remaining,
+                num_trials_per_iter=options.trials_per_iter,
+                builder=builder,
+                runner=runner,
+                database=database,
+                cost_model=model,
+                measure_callbacks=[*default_callbacks, progress, *measure.callbacks],
+                task_scheduler=scheduler,
+            )
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}
     progress.close()
     return ContextsTuning(
