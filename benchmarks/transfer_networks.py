@@ -218,13 +218,13 @@ STUDIES = {
         pack_holds="absent",
     ),
     # The default policy with the best schedules of the run's other tasks replayed into every evolution's
-    # population, at budgets where the held-out networks' dense layers were still far from their bests.
+    # population, at budgets where every task has had its first batch and evolves.
     "siblings": Study(
         "transfer_siblings_dev",
         "Sibling tasks' best schedules in the search's population (development networks)",
         "siblings",
         DEV_NETWORKS,
-        (100, 400),
+        (100, 200),
         {**ARMS, "transfer-siblings": dataclasses.replace(DEFAULT_POLICY, sibling_seeds=1)},
         pack_holds="absent",
     ),
