@@ -27,20 +27,32 @@ def sample_candidates(context: ms.TuneContext, count: int) -> list[ms.MeasureCan
     return initial_population(context, count)
 
 
-def tiny_tune_tir(workload: Workload, target: tvm.target.Target, work_dir, cost_model: ms.CostModel) -> None:
-    """A real 16-trial ``ms.tune_tir`` of ``workload`` (batches of 8, population 32) with ``cost_model``."""
+def tiny_tune_tir(
+    workload: Workload,
+    target: tvm.target.Target,
+    work_dir,
+    cost_model: ms.CostModel | str,
+    trials: int = 16,
+    strategy: ms.search_strategy.SearchStrategy | None = None,
+    seed: int = 1,
+    **runner_options,
+) -> ms.database.Database:
+    """A real ``ms.tune_tir`` of ``workload`` for ``trials`` trials (batches of 8) with ``cost_model``, by
+    default under evolutionary search of population 32; ``runner_options`` go to the run's runner
+    (:func:`tvm_transfer.runner.measuring_workers`). Returns the run's database."""
     from tvm_transfer.runner import measuring_workers
 
-    with measuring_workers(target) as (builder, runner):
-        ms.tune_tir(
+    strategy = strategy or ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8)
+    with measuring_workers(target, **runner_options) as (builder, runner):
+        return ms.tune_tir(
             mod=workload.prim_func().with_attr("global_symbol", "main"),
             target=target,
             work_dir=str(work_dir),
-            max_trials_global=16,
+            max_trials_global=trials,
             num_trials_per_iter=8,
             builder=builder,
             runner=runner,
             cost_model=cost_model,
-            strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
-            seed=1,
+            strategy=strategy,
+            seed=seed,
         )

@@ -15,7 +15,7 @@ from tvm_transfer.callbacks import FailureLog
 from tvm_transfer.common.estimators import PerformanceModel, ValidityModel
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
 from tvm_transfer.cost_model.multilevel import INVALID_SCORE, MultiLevelCostModel
-from tvm_transfer.runner import TimedRunner, local_runner, measuring_workers, runner_seconds
+from tvm_transfer.runner import TimedRunner, local_runner, runner_seconds
 from tvm_transfer.workloads import make_workload
 
 
@@ -118,19 +118,18 @@ def test_runner_timeouts_of_a_real_run_reach_the_model(target, tmp_path):
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     workload = make_workload("matmul", (512, 512, 512))  # random schedules: ~3 ms .. ~0.5 s
     model = make_cost_model("multilevel", seed=0)
-    with measuring_workers(timeout_sec=0.3, num_threads=2) as (builder, runner):
-        database = ms.tune_tir(
-            mod=workload.prim_func().with_attr("global_symbol", "main"),
-            target=target,
-            work_dir=str(tmp_path),
-            max_trials_global=24,
-            num_trials_per_iter=8,
-            builder=builder,
-            runner=runner,
-            cost_model=model,
-            strategy=ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=16),
-            seed=0,
-        )
+    evolution = ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=16)
+    database = tiny_tune_tir(
+        workload,
+        target,
+        tmp_path,
+        model,
+        trials=24,
+        strategy=evolution,
+        seed=0,
+        timeout_sec=0.3,
+        num_threads=2,
+    )
     stored = [float(r.run_secs[0]) for r in database.get_all_tuning_records()]
     failed = sum(s >= 1e9 for s in stored)
     assert 0 < failed < len(stored), f"expected some timeouts under 0.3 s, got {failed} of {len(stored)}"

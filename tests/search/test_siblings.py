@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from ms_helpers import tune_context
+from ms_helpers import tiny_tune_tir, tune_context
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.runner import measuring_workers
 from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.search_strategy.siblings import SiblingBests
@@ -19,29 +18,11 @@ SIBLING = make_workload("matmul", (64, 128, 64))
 TASK = make_workload("matmul", (96, 128, 48))  # the same design space, other extents (48 = 3 x 16)
 
 
-def _tune(workload, target, work_dir, trials: int, strategy=None) -> ms.database.JSONDatabase:
-    strategy = strategy or ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8)
-    with measuring_workers(num_threads=2) as (builder, runner):
-        return ms.tune_tir(
-            mod=workload.ir_module(),
-            target=target,
-            work_dir=str(work_dir),
-            max_trials_global=trials,
-            num_trials_per_iter=8,
-            builder=builder,
-            runner=runner,
-            cost_model="random",
-            strategy=strategy
-            or ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8),
-            seed=0,
-        )
-
-
 @pytest.fixture(scope="module")
 def sibling_dir(target, tmp_path_factory):
     """A work dir with 16 measured candidates of SIBLING."""
     work_dir = tmp_path_factory.mktemp("siblings")
-    _tune(SIBLING, target, work_dir, 16)
+    tiny_tune_tir(SIBLING, target, work_dir, "random", seed=0, num_threads=2)
     return work_dir
 
 
@@ -107,7 +88,9 @@ def test_a_search_seeded_by_siblings_evolves_and_measures(target, sibling_dir, t
         (work_dir / name).write_bytes((sibling_dir / name).read_bytes())
     sampler = TraceCopulaSampler().fit(load_sources([sibling_dir]))
     search = CopulaSearch(sampler, siblings=1, population_size=32, init_min_unmeasured=8)
-    database = _tune(TASK, target, work_dir, 24, strategy=search)
+    database = tiny_tune_tir(
+        TASK, target, work_dir, "random", trials=24, strategy=search, seed=0, num_threads=2
+    )
     records = database.get_top_k(database.commit_workload(TASK.ir_module()), 100)
     assert len(records) == 24
     assert all(float(r.run_secs[0]) < 1e9 for r in records)
