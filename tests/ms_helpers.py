@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
@@ -34,11 +36,14 @@ def tiny_tune_tir(
     cost_model: ms.CostModel | str,
     trials: int = 16,
     strategy: ms.search_strategy.SearchStrategy | None = None,
-    seed: int = 1,
+    seed: int | None = 1,
+    trials_per_iter: int = 8,
+    callbacks: Sequence[ms.measure_callback.MeasureCallback] = (),
     **runner_options,
 ) -> ms.database.Database:
-    """A real ``ms.tune_tir`` of ``workload`` for ``trials`` trials (batches of 8) with ``cost_model``, by
-    default under evolutionary search of population 32; ``runner_options`` go to the run's runner
+    """A real ``ms.tune_tir`` of ``workload`` for ``trials`` trials in batches of ``trials_per_iter`` with
+    ``cost_model``, by default under evolutionary search of population 32; ``callbacks`` run after
+    MetaSchedule's default ones; ``runner_options`` go to the run's runner
     (:func:`tvm_transfer.runner.measuring_workers`). Returns the run's database."""
     from tvm_transfer.runner import measuring_workers
 
@@ -49,10 +54,11 @@ def tiny_tune_tir(
             target=target,
             work_dir=str(work_dir),
             max_trials_global=trials,
-            num_trials_per_iter=8,
+            num_trials_per_iter=trials_per_iter,
             builder=builder,
             runner=runner,
             cost_model=cost_model,
+            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), *callbacks],
             strategy=strategy,
             seed=seed,
         )

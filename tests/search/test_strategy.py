@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from log_helpers import warnings_of
-from ms_helpers import sample_candidates, tune_context
+from ms_helpers import sample_candidates, tiny_tune_tir, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
@@ -20,7 +20,6 @@ from tenset_tools.metaschedule import iter_database_records
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import load_cost_model
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
-from tvm_transfer.runner import measuring_workers
 from tvm_transfer.search_strategy.copula import (
     CopulaSearch,
     TraceCopulaSampler,
@@ -72,19 +71,11 @@ def _inner_n_distance(decisions) -> float:
 
 def _tune(target, strategy, trials, work_dir, cost_model="random"):
     recorder = _Recorder()
-    with measuring_workers(num_threads=2) as (builder, runner):
-        ms.tune_tir(
-            mod=make_workload("matmul", (64, 128, 64)).ir_module(),
-            target=target,
-            work_dir=str(work_dir),
-            max_trials_global=trials,
-            num_trials_per_iter=3,
-            strategy=strategy,
-            builder=builder,
-            runner=runner,
-            cost_model=cost_model,
-            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), recorder],
-        )
+    matmul = make_workload("matmul", (64, 128, 64))
+    tiny_tune_tir(
+        matmul, target, work_dir, cost_model, trials=trials, strategy=strategy, seed=None,
+        trials_per_iter=3, callbacks=[recorder], num_threads=2,
+    )  # fmt: skip
     return recorder.decisions
 
 

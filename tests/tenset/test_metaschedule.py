@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-import tvm
+from ms_helpers import tiny_tune_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.cli import main
@@ -31,7 +31,6 @@ from tenset_tools.metaschedule import (
     write_sidecar,
 )
 from tenset_tools.schema import read_dataset
-from tvm_transfer.runner import measuring_workers
 from tvm_transfer.workloads import make_workload
 
 TRIALS = 8
@@ -41,18 +40,11 @@ TRIALS = 8
 def database(tmp_path_factory, target):
     """A JSONDatabase of an 8-trial tune of a 64x64x64 dense layer (~15 s on 2 cores)."""
     work_dir = tmp_path_factory.mktemp("ms") / "dense"
-    mod = tvm.IRModule({"main": make_workload("dense", (64, 64, 64)).prim_func()})
-    with measuring_workers(target) as (builder, runner):
-        ms.tune_tir(
-            mod=mod["main"].with_attr("global_symbol", "main"),
-            target=target,
-            work_dir=str(work_dir),
-            max_trials_global=TRIALS,
-            num_trials_per_iter=TRIALS,
-            builder=builder,
-            runner=runner,
-            strategy=ms.search_strategy.EvolutionarySearch(population_size=16, init_min_unmeasured=8),
-        )
+    evolution = ms.search_strategy.EvolutionarySearch(population_size=16, init_min_unmeasured=8)
+    dense = make_workload("dense", (64, 64, 64))
+    tiny_tune_tir(
+        dense, target, work_dir, "xgb", trials=TRIALS, strategy=evolution, seed=None, trials_per_iter=TRIALS
+    )
     return work_dir
 
 
