@@ -5,6 +5,7 @@ timing of compiled work dirs."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.compile import build_network
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.repick import repick_records
+from tvm_transfer.tuning.repick import cold_caches_for, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -124,14 +125,16 @@ def time_work_dirs(
     rounds: int,
     references: bool,
     repick: bool = True,
+    repick_caches: str | Mapping[str, str] = "auto",
 ) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "fastest_call_ms", "max_abs_error"}}`` (the mean per call
     of the fastest round and the fastest single call, :func:`~tvm_transfer.runtimes.time_interleaved`).
     With ``repick`` every arm is built as ``compile`` builds it: its heaviest tasks from the fastest of
     their top records re-timed together (:func:`~tvm_transfer.tuning.repick.repick_records`); an arm's
-    entry then also has ``repicked`` and ``repick_changed``, the tasks re-picked and those whose record
-    changed."""
+    entry then also has ``repicked``, ``repick_changed`` and ``repick_cold``: the tasks re-picked, those
+    whose record changed, and whether the candidates were timed with cold caches, as ``repick_caches``
+    says (one setting for every arm, or one per arm: :func:`~tvm_transfer.tuning.repick.cold_caches_for`)."""
     import tvm
     from tvm import relax
 
@@ -140,13 +143,15 @@ def time_work_dirs(
     model = load_model(network)
     threads = int(target.attrs["num-cores"])
     mod = relax_module(model)
-    calls, repicks = {}, {}
+    calls, repicks, cold = {}, {}, {}
     tasks = extract_network_tasks(model, target) if repick else []
     with tvm_threads(threads):
         for arm, work_dir in work_dirs.items():
             database = open_database(work_dir)
             if repick:
-                database, repicks[arm] = repick_records(database, tasks, target)
+                caches = repick_caches if isinstance(repick_caches, str) else repick_caches[arm]
+                cold[arm] = cold_caches_for(mod, caches)
+                database, repicks[arm] = repick_records(database, tasks, target, cold_caches=cold[arm])
             vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
             calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
@@ -162,7 +167,11 @@ def time_work_dirs(
             "fastest_call_ms": r.fastest_call_seconds * 1e3 if r.fastest_call_seconds else None,
             "max_abs_error": r.max_abs_error,
             **(
-                {"repicked": len(repicks[r.name]), "repick_changed": sum(c.rank > 0 for c in repicks[r.name])}
+                {
+                    "repicked": len(repicks[r.name]),
+                    "repick_changed": sum(c.rank > 0 for c in repicks[r.name]),
+                    "repick_cold": cold[r.name],
+                }
                 if r.name in repicks
                 else {}
             ),

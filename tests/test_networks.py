@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tvm_transfer.cli import main
-from tvm_transfer.networks import ModelSourceError, load_model, model_slug, relax_module
+from tvm_transfer.networks import ModelSourceError, constant_bytes, load_model, model_slug, relax_module
 from tvm_transfer.networks.torchvision_models import classification_models
 from tvm_transfer.runtimes import export_onnx
 from tvm_transfer.tuning.compile import compile_network
@@ -114,6 +114,20 @@ def test_bert_base_is_a_twelve_layer_encoder_with_few_distinct_tasks(target):
     # Twelve identical layers: each layer's operators are one task of weight >= 12.
     assert 5 <= len(tasks) <= 30
     assert max(float(t.weight) for t in tasks) >= 12
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert_small"])
+def test_constant_bytes_are_the_weights_of_the_network(name):
+    model = load_model(name)
+    weights = sum(p.numel() * p.element_size() for p in model.torch_module.parameters())
+    assert constant_bytes(relax_module(model)) == pytest.approx(weights, rel=1e-3)
+
+
+def test_bert_small_is_four_bert_small_layers_whose_weights_outgrow_a_cpu_cache():
+    layer, encoder = load_model("bert_small_layer"), load_model("bert_small")
+    assert len(encoder.torch_module.layers) == 4 and encoder.inputs[0].shape == layer.inputs[0].shape
+    # Where the layer's weights fit a 32 MB last-level cache, the encoder's do not.
+    assert constant_bytes(relax_module(layer)) < 32 << 20 < constant_bytes(relax_module(encoder))
 
 
 def test_weights_are_constants_marked_layout_free(target):

@@ -4,12 +4,14 @@ import pytest
 import tvm
 
 from tvm_transfer.target import (
+    CPU_CACHES,
     HW_FEATURE_NAMES,
     UnsupportedTargetError,
     hardware_features,
     hardware_params,
     host_core_count,
     host_target,
+    last_level_cache_bytes,
     target_id,
     target_of_id,
 )
@@ -69,3 +71,26 @@ def test_target_of_id_inverts_target_id_and_refuses_other_ids():
     for bad in ("llvm/znver4", "llvm/znver4/two", "cuda/sm_80/1", "llvm/znver4/2/extra"):
         with pytest.raises(ValueError, match="not kind/mcpu/num-cores"):
             target_of_id(bad)
+
+
+def _cache(folder: Path, level: int, kind: str, size: str) -> None:
+    folder.mkdir(parents=True)
+    for name, value in (("level", level), ("type", kind), ("size", size)):
+        (folder / name).write_text(f"{value}\n")
+
+
+def test_the_last_level_cache_is_the_highest_data_or_unified_level(tmp_path):
+    _cache(tmp_path / "index0", 1, "Data", "48K")
+    _cache(tmp_path / "index1", 1, "Instruction", "32K")
+    _cache(tmp_path / "index2", 2, "Unified", "2048K")
+    _cache(tmp_path / "index3", 3, "Unified", "32768K")
+    assert last_level_cache_bytes(tmp_path) == 32 << 20
+    _cache(tmp_path / "index4", 4, "Instruction", "1M")  # never the last level of data
+    assert last_level_cache_bytes(tmp_path) == 32 << 20
+    assert last_level_cache_bytes(tmp_path / "absent") is None
+
+
+def test_this_machine_reports_a_last_level_cache_of_megabytes():
+    if not CPU_CACHES.is_dir():
+        pytest.skip("this OS does not describe its caches in /sys")
+    assert 1 << 20 <= last_level_cache_bytes() <= 1 << 30

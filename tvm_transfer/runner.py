@@ -18,11 +18,22 @@ from tvm.support.popen_pool import kill_child_processes
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 
+#: Single runs in one timing with cold caches (:func:`cold_evaluator_config`): their mean steadies it.
+COLD_RUNS = 10
+
 
 def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
     """Time each candidate ``repeat`` times, each the mean of ``number`` runs lasting at least
-    ``min_repeat_ms`` milliseconds in total (the settings of every runner here)."""
+    ``min_repeat_ms`` milliseconds in total (the settings of every runner here). Back to back, the runs
+    find the program's data in the caches the earlier runs filled: a warm timing."""
     return ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+
+def cold_evaluator_config(runs: int = COLD_RUNS) -> ms.runner.EvaluatorConfig:
+    """Time each candidate as the mean of ``runs`` single runs, each after the CPU caches are flushed of
+    every argument but the first (TVM's ``cache_flush_cpu_non_first_arg``): the latency of a layer whose
+    weights arrive from memory while its input, just written by the layer before, is still cached."""
+    return ms.runner.EvaluatorConfig(number=1, repeat=runs, min_repeat_ms=0, enable_cpu_cache_flush=True)
 
 
 def local_runner(
@@ -31,17 +42,17 @@ def local_runner(
     min_repeat_ms: int = 50,
     timeout_sec: float = 30.0,
     num_threads: int | None = None,
+    cold_caches: bool = False,
 ) -> ms.runner.LocalRunner:
-    """A ``LocalRunner`` with :func:`evaluator_config`. ``num_threads`` sets the threads the measured
-    programs run on (TVM's ``TVM_NUM_THREADS``, set in the runner's worker before its thread pool starts),
-    so that a target is measured on as many cores as its ``num-cores``. Without it TVM's runtime takes
-    half the logical CPUs (it assumes hyper-threading): a single thread on a 2-vCPU machine."""
+    """A ``LocalRunner`` with :func:`evaluator_config`, or with ``cold_caches`` with
+    :func:`cold_evaluator_config` (``number``, ``repeat`` and ``min_repeat_ms`` then unused).
+    ``num_threads`` sets the threads the measured programs run on (TVM's ``TVM_NUM_THREADS``, set in the
+    runner's worker before its thread pool starts), so that a target is measured on as many cores as its
+    ``num-cores``. Without it TVM's runtime takes half the logical CPUs (it assumes hyper-threading): a
+    single thread on a 2-vCPU machine."""
     initializer = functools.partial(_limit_threads, num_threads) if num_threads else None
-    return ms.runner.LocalRunner(
-        timeout_sec=timeout_sec,
-        evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
-        initializer=initializer,
-    )
+    evaluator = cold_evaluator_config() if cold_caches else evaluator_config(number, repeat, min_repeat_ms)
+    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer)
 
 
 def measuring_threads(target: tvm.target.Target) -> int | None:

@@ -8,6 +8,7 @@ target explicitly.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
 import tvm
@@ -23,6 +24,7 @@ from tenset_tools.features.hardware import (  # re-exported: the hardware vector
 from tenset_tools.features.hardware import usable_core_count as host_core_count
 
 __all__ = [
+    "CPU_CACHES",
     "HW_FEATURE_NAMES",
     "UnknownCpuError",
     "UnsupportedTargetError",
@@ -33,6 +35,7 @@ __all__ = [
     "host_core_count",
     "host_cpu_name",
     "host_target",
+    "last_level_cache_bytes",
     "target_id",
     "target_of_id",
 ]
@@ -51,6 +54,27 @@ def host_cpu_name() -> str:
             "to host_target(mcpu=...)"
         )
     return str(name)
+
+
+#: Where Linux describes the caches of CPU 0, one ``index*`` folder per cache.
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def last_level_cache_bytes(caches: Path = CPU_CACHES) -> int | None:
+    """Size in bytes of this machine's last-level data (or unified) cache as Linux reports it in
+    ``caches``; ``None`` when it does not say (another OS, a container hiding ``/sys``)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    levels = {}
+    for index in caches.glob("index*"):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and size[:-1].isdigit() and size[-1] in units:
+            levels[level] = int(size[:-1]) * units[size[-1]]
+    return levels[max(levels)] if levels else None
 
 
 def host_target(mcpu: str | None = None, num_cores: int | None = None) -> tvm.target.Target:

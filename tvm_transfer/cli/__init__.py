@@ -268,6 +268,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
             transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
             profile=args.profile_network,
             repick=not args.no_repick,
+            repick_caches=args.repick_caches,
         )
     print(result.table())
     if args.json:
@@ -396,6 +397,7 @@ def _runtime_keys(text: str) -> list[str]:
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from tvm_transfer.networks import NETWORKS
     from tvm_transfer.runtimes import RUNTIMES
+    from tvm_transfer.tuning.repick import REPICK_CACHES
 
     parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
     parser.add_argument(
@@ -425,6 +427,13 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build every task from its best record as measured, without re-timing the heaviest tasks' "
         "top records together first",
+    )
+    parser.add_argument(
+        "--repick-caches",
+        choices=REPICK_CACHES,
+        default="auto",
+        help="re-time the candidates with the caches flushed before every run (cold) or back to back "
+        "(warm); auto: cold when the network's weights exceed this CPU's last-level cache (default auto)",
     )
     parser.add_argument(
         "--profile-network",

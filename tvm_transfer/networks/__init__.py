@@ -3,6 +3,7 @@ loaded by one resolver (:func:`load_model`) and imported into Relax (:func:`rela
 
 from tvm_transfer.networks.builtin import NETWORKS, NetworkSpec
 from tvm_transfer.networks.relax_import import (
+    constant_bytes,
     fused_for_extraction,
     fusion_passes,
     lowering_passes,
@@ -24,6 +25,7 @@ __all__ = [
     "LoadedModel",
     "ModelSourceError",
     "NetworkSpec",
+    "constant_bytes",
     "fused_for_extraction",
     "fusion_passes",
     "load_model",

@@ -188,4 +188,7 @@ NETWORKS: dict[str, NetworkSpec] = {
     # BERT-small's layer (hidden 512, 8 heads, feed-forward 2048) at sequence 128: dense layers of the size
     # of a real language model's that are neither BERT-base's nor ViT's.
     "bert_small_layer": NetworkSpec(partial(BertEncoderLayer, hidden=512, heads=8, ffn=2048), (1, 128, 512)),
+    # BERT-small's whole encoder (4 such layers): the same tasks, with weights (50 MB) that outgrow a
+    # CPU's last-level cache as a real language model's do, where the layer's alone fit.
+    "bert_small": NetworkSpec(partial(BertEncoder, layers=4, hidden=512, heads=8, ffn=2048), (1, 128, 512)),
 }

@@ -9,6 +9,9 @@ the constants once, at compile time (as oneDNN and ONNX Runtime pre-pack weights
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 import tvm
 from tvm import relax
@@ -16,7 +19,14 @@ from tvm import relax
 from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
 
-__all__ = ["fused_for_extraction", "fusion_passes", "lowering_passes", "prepack_passes", "relax_module"]
+__all__ = [
+    "constant_bytes",
+    "fused_for_extraction",
+    "fusion_passes",
+    "lowering_passes",
+    "prepack_passes",
+    "relax_module",
+]
 
 
 def relax_module(model: LoadedModel) -> tvm.IRModule:
@@ -27,6 +37,22 @@ def relax_module(model: LoadedModel) -> tvm.IRModule:
     if model.relax is None:
         model.relax = _import(model)
     return model.relax
+
+
+def constant_bytes(mod: tvm.IRModule) -> int:
+    """Bytes of the constants (a network's weights, bound by :func:`relax_module`) of ``mod``'s Relax
+    functions, each counted once: what one inference reads besides its inputs and activations."""
+    seen: dict[tvm.ir.expr.GenericConst, int] = {}
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, tvm.ir.expr.GenericConst) and expr not in seen:
+            tensor = expr.value
+            seen[expr] = math.prod(tensor.shape) * np.dtype(str(tensor.dtype)).itemsize
+
+    for function in mod.functions.values():
+        if isinstance(function, relax.Function):
+            relax.analysis.post_order_visit(function, visit)
+    return sum(seen.values())
 
 
 def _import(model: LoadedModel) -> tvm.IRModule:

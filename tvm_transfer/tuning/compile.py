@@ -37,7 +37,7 @@ from tvm_transfer.runtimes import (
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
-from tvm_transfer.tuning.repick import Repick, repick_records
+from tvm_transfer.tuning.repick import Repick, cold_caches_for, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class CompileResult:
     layout_free: bool = True
     profile: NetworkProfile | None = None
     repicked: list[Repick] | None = None  # None: built from the best records as measured
+    repicked_cold: bool = False  # the re-pick timed with cold caches
 
     @property
     def tvm(self) -> RuntimeResult:
@@ -83,9 +84,11 @@ class CompileResult:
         if self.repicked:
             changed = [r for r in self.repicked if r.rank > 0]
             moves = [f"{r.task} {r.best_record_seconds * 1e3:.4g} -> {r.seconds * 1e3:.4g}" for r in changed]
+            caches = "cold" if self.repicked_cold else "warm"
             lines.append(
                 f"re-picked the schedules of the {len(self.repicked)} heaviest tasks by re-timing their top "
-                f"records together: {len(changed)} changed (ms)" + "".join(f"; {move}" for move in moves)
+                f"records together, caches {caches}: {len(changed)} changed (ms)"
+                + "".join(f"; {move}" for move in moves)
             )
         if self.profile is not None:
             lines += ["", "TVM, function by function (ms per network call):", self.profile.table()]
@@ -126,6 +129,7 @@ def compile_network(
     transfer_pack: TransferPack | None = None,
     profile: bool = False,
     repick: bool = True,
+    repick_caches: str = "auto",
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
@@ -137,7 +141,9 @@ def compile_network(
     work dir's lock). With ``profile``, the result also says where TVM's time goes, function by function
     (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). With ``repick``, the heaviest tasks are
     built from the fastest of their top records re-timed together
-    (:func:`~tvm_transfer.tuning.repick.repick_records`), not from the one record timed fastest once."""
+    (:func:`~tvm_transfer.tuning.repick.repick_records`), not from the one record timed fastest once,
+    timed with cold caches or warm as ``repick_caches`` says
+    (:func:`~tvm_transfer.tuning.repick.cold_caches_for`)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -148,9 +154,9 @@ def compile_network(
         apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
     database = open_database(Path(work_dir))
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
-    repicked = None
+    repicked, cold = None, repick and cold_caches_for(mod, repick_caches)
     if repick:
-        database, repicked = repick_records(database, tasks, target)
+        database, repicked = repick_records(database, tasks, target, cold_caches=cold)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()
@@ -182,4 +188,5 @@ def compile_network(
         layout_free=layout_free,
         profile=network_profile,
         repicked=repicked,
+        repicked_cold=cold,
     )

@@ -10,6 +10,13 @@ builds each task from the fastest of them.
 
 The re-picked records live in a database of their own, consulted before the work dir's: the work dir keeps
 every measurement as the tuner made it.
+
+A tuner times a candidate warm: several runs back to back, so its weights stay in the caches. In a network
+whose weights outgrow the last-level cache, every other layer's weights pass through the cache between two
+calls of a layer, so its weights arrive from memory, and a schedule fastest warm can be slower cold than
+one ranked below it. The candidates of such a network are re-timed with cold caches
+(:func:`cold_caches_for`); a network that fits keeps warm timings, which rank its microsecond kernels
+more steadily.
 """
 
 from __future__ import annotations
@@ -22,10 +29,15 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
+from tvm_transfer.networks import constant_bytes
 from tvm_transfer.runner import measuring_threads
+from tvm_transfer.target import last_level_cache_bytes
 from tvm_transfer.tuning.retime import retime
 
-__all__ = ["Repick", "repick_records"]
+__all__ = ["REPICK_CACHES", "Repick", "cold_caches_for", "repick_records", "weights_outgrow_cache"]
+
+#: How a re-pick times its candidates: ``"auto"`` cold when :func:`weights_outgrow_cache`, else warm.
+REPICK_CACHES = ("auto", "warm", "cold")
 
 
 @dataclass(frozen=True)
@@ -51,13 +63,16 @@ def repick_records(
     top_k: int = 8,
     rounds: int = 4,
     share: float = 0.9,
+    cold_caches: bool = False,
 ) -> tuple[ms.database.Database, list[Repick]]:
     """Re-time the ``top_k`` best records of the heaviest ``tasks`` together in ``rounds`` interleaved
     rounds, and keep each task's fastest as its record in a new in-memory database (its run time the
     re-timed latency). The heaviest tasks are those whose weight x best recorded latency, summed from the
     heaviest down, first reach ``share`` (0-1] of the network's; lighter tasks and tasks with fewer than two
-    valid records keep their best record. Returns the database to build from (the re-picked records first,
-    then ``database``) and, per re-picked task, what changed."""
+    valid records keep their best record. With ``cold_caches`` the candidates are timed with the caches
+    flushed before every run (:func:`~tvm_transfer.runner.cold_evaluator_config`), else warm as in
+    tuning. Returns the database to build from (the re-picked records first, then ``database``) and, per
+    re-picked task, what changed."""
     if not (isinstance(top_k, int) and top_k >= 2 and isinstance(rounds, int) and rounds >= 1):
         raise ValueError(f"top_k must be an integer >= 2 and rounds >= 1, got {top_k!r} and {rounds!r}")
     if not 0 < share <= 1:
@@ -70,7 +85,8 @@ def repick_records(
         for name, (_, top) in candidates.items()
         for rank, record in enumerate(top)
     }
-    seconds = retime(mods, target, rounds, num_threads=measuring_threads(target)) if mods else {}
+    threads = measuring_threads(target)
+    seconds = retime(mods, target, rounds, num_threads=threads, cold_caches=cold_caches) if mods else {}
     repicked = ms.database.MemoryDatabase()
     changes = []
     for name, (mod, top) in candidates.items():
@@ -87,6 +103,22 @@ def repick_records(
         recorded = mean_run_seconds(top[0].run_secs)
         changes.append(Repick(name, len(top), recorded, rank, timed[rank], timed[0]))
     return ms.database.OrderedUnionDatabase(repicked, database), changes
+
+
+def weights_outgrow_cache(mod: tvm.IRModule) -> bool:
+    """Whether the weights of the network ``mod`` (:func:`~tvm_transfer.networks.constant_bytes`) exceed
+    this machine's last-level cache (``False`` when its size is unknown): then each layer's weights come
+    from memory at every inference."""
+    cache = last_level_cache_bytes()
+    return cache is not None and constant_bytes(mod) > cache
+
+
+def cold_caches_for(mod: tvm.IRModule, caches: str) -> bool:
+    """Whether a re-pick of the network ``mod`` times with cold caches under the setting ``caches`` (one of
+    :data:`REPICK_CACHES`); raises ``ValueError`` for another setting."""
+    if caches not in REPICK_CACHES:
+        raise ValueError(f"caches must be one of {', '.join(REPICK_CACHES)}, got {caches!r}")
+    return caches == "cold" or (caches == "auto" and weights_outgrow_cache(mod))
 
 
 def _heaviest(

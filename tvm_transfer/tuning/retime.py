@@ -34,6 +34,7 @@ def retime(
     target: tvm.target.Target,
     rounds: int = RETIME_ROUNDS,
     num_threads: int | None = None,
+    cold_caches: bool = False,
 ) -> dict[str, float]:
     """Fastest latency (seconds; ``inf`` = failed) of each MetaSchedule-scheduled module over ``rounds``
     timings, keyed as given.
@@ -45,7 +46,9 @@ def retime(
     the minimum over rounds estimates the undisturbed latency (``docs/copula_search.md``, "Why re-timed",
     has the measurements). Every module is built once and
     timed in ``rounds`` interleaved rounds (each round times every module once, with the tuner's evaluator
-    settings). ``num_threads``: as for :func:`tvm_transfer.runner.local_runner` (the tuning run's setting).
+    settings, or with ``cold_caches`` the caches flushed before every run, as
+    :func:`~tvm_transfer.runner.cold_evaluator_config` says). ``num_threads``: as for
+    :func:`tvm_transfer.runner.local_runner` (the tuning run's setting).
     """
     keys = list(mods)
     builder = PersistentBuilder(timeout_sec=RETIME_BUILD_TIMEOUT)
@@ -61,7 +64,7 @@ def retime(
         for k, b in zip(keys, built, strict=True)
         if b.error_msg is None
     }
-    runner = local_runner(num_threads=num_threads)
+    runner = local_runner(num_threads=num_threads, cold_caches=cold_caches)
     timings: dict[str, list[float]] = {k: [] for k in keys}
     failed: set[str] = set()
     try:
