@@ -96,7 +96,8 @@ def _markdown(report: dict) -> str:
     lines = [
         "# Re-pick timed warm or with cold caches (development networks)\n",
         f"{report['machine']['cpu']} ({report['machine']['cores']} cores), target `{report['target']}`, "
-        f"last-level cache {cache / 2**20:.0f} MB, commit {report['commit']}. Each network tuned by the "
+        f"last-level cache {f'{cache / 2**20:.0f} MB' if cache else 'unknown'}, commit {report['commit']}. "
+        "Each network tuned by the "
         f"default to {report['trials']} trials, then built re-picked warm and re-picked cold (each re-pick "
         f"made afresh) and timed side by side in {report['rounds']} interleaved rounds per timing run. "
         "`auto` re-picks cold when the network's weights exceed the last-level cache.\n",
@@ -135,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     modules = {network: relax_module(load_model(network)) for network in NETWORKS}
     if report["runs"] and report["target_id"] != target_id(target):
         raise SystemExit(f"{path} was timed on {report['target_id']}: move it away to start over here")
+    if report["runs"] and (report["trials"], report["rounds"]) != (args.trials, args.rounds):
+        raise SystemExit(
+            f"{path} was timed at {report['trials']} trials, {report['rounds']} rounds: pass those to "
+            "resume, or move it away to start over"
+        )
     report.update(
         {
             "networks": list(NETWORKS),
@@ -154,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         _tuned(network, work_dir, args.trials)
         done = [r for r in report["runs"] if r["network"] == network]
         for index in range(len(done), args.runs):
-            print(f"== {network}: timing run {index + 1} of {args.runs} (auto: {report['auto'][network]})")
+            print(
+                f"== {network}: timing run {index + 1} of {args.runs} (auto: {report['auto'][network]})",
+                flush=True,
+            )
             report["runs"].append(_timing_run(network, work_dir, target, args.rounds))
             write_report("transfer", NAME, report, _markdown(report))
     return 0

@@ -11,8 +11,8 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.networks import load_model, relax_module
-from tvm_transfer.target import last_level_cache_bytes
+from tvm_transfer.networks import constant_bytes, load_model, relax_module
+from tvm_transfer.tuning import repick as repick_module
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
@@ -110,11 +110,12 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     )
 
 
-def test_the_repick_times_cold_only_a_network_whose_weights_outgrow_the_cache():
+def test_the_repick_times_cold_only_a_network_whose_weights_outgrow_the_cache(monkeypatch):
     mlp = relax_module(load_model("mlp"))
     assert [cold_caches_for(mlp, caches) for caches in ("auto", "warm", "cold")] == [False, False, True]
-    if last_level_cache_bytes() is not None:
-        assert cold_caches_for(relax_module(load_model("bert_base")), "auto")
+    for cache, cold in ((constant_bytes(mlp) - 1, True), (constant_bytes(mlp), False), (None, False)):
+        monkeypatch.setattr(repick_module, "last_level_cache_bytes", lambda cache=cache: cache)
+        assert cold_caches_for(mlp, "auto") is cold and cold_caches_for(mlp, "cold")
     with pytest.raises(ValueError, match="auto, warm, cold"):
         cold_caches_for(mlp, "flushed")
 
