@@ -2,8 +2,9 @@
 
 A tuner times each candidate warm (runs back to back), but in a network whose weights outgrow the
 last-level cache each layer's weights arrive from memory. The re-pick (:mod:`tvm_transfer.tuning.repick`)
-can time its candidates either way; ``auto`` times them cold exactly when the network's weights exceed this
-CPU's last-level cache. Here every development network, tuned by the default (transfer) to ``--trials``, is
+can time its candidates either way; the rule under test times them cold exactly when the network's
+weights exceed this CPU's last-level cache. Here every development network, tuned by the default
+(transfer) to ``--trials``, is
 built twice per timing run from the same work dir, once re-picked warm and once re-picked cold (each
 re-pick made afresh: its own noise is part of what is judged), and the two are timed in the same
 interleaved rounds. The development networks are those of the transfer studies, whose weights fit the
@@ -31,7 +32,6 @@ from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
 from tvm_transfer.networks import constant_bytes, load_model, model_slug, relax_module
 from tvm_transfer.target import host_target, last_level_cache_bytes, target_id
-from tvm_transfer.tuning.repick import cold_caches_for
 from tvm_transfer.tuning.rounds import read_rounds
 
 NAME = "repick_caches_dev"
@@ -61,7 +61,7 @@ def _timing_run(network: str, work_dir: Path, target, rounds: int) -> dict:
             target,
             rounds,
             references=False,
-            repick_caches={setting: setting for setting in SETTINGS},
+            repick_cold_caches={setting: setting == "cold" for setting in SETTINGS},
         )
     return {
         "network": network,
@@ -72,8 +72,8 @@ def _timing_run(network: str, work_dir: Path, target, rounds: int) -> dict:
 
 
 def summarize(report: dict) -> dict:
-    """Per network: its weights (MB), what ``auto`` chooses, each setting's median latency over the timing
-    runs (ms), and cold over warm per run and its median."""
+    """Per network: its weights (MB), whether they exceed the last-level cache, each setting's median
+    latency over the timing runs (ms), and cold over warm per run and its median."""
     summary = {}
     for network, weights in report["weights_bytes"].items():
         runs = [r for r in report["runs"] if r["network"] == network]
@@ -83,12 +83,18 @@ def summarize(report: dict) -> dict:
         ratios = [cold / warm for warm, cold in zip(ms["warm"], ms["cold"], strict=True)]
         summary[network] = {
             "weights_mb": weights / 2**20,
-            "auto": report["auto"][network],
+            "outgrows_cache": _outgrows(weights, report["last_level_cache_bytes"]),
             **{f"{s}_ms": float(np.median(ms[s])) for s in SETTINGS},
             "cold_over_warm": ratios,
             "median_cold_over_warm": float(np.median(ratios)),
         }
     return summary
+
+
+def _outgrows(weights: int, cache: int | None) -> str:
+    """Whether ``weights`` bytes exceed a last-level cache of ``cache`` bytes: ``yes``, ``no`` or
+    ``unknown`` (no cache size)."""
+    return "unknown" if cache is None else "yes" if weights > cache else "no"
 
 
 def _markdown(report: dict) -> str:
@@ -97,17 +103,18 @@ def _markdown(report: dict) -> str:
         "# Re-pick timed warm or with cold caches (development networks)\n",
         f"{report['machine']['cpu']} ({report['machine']['cores']} cores), target `{report['target']}`, "
         f"last-level cache {f'{cache / 2**20:.0f} MB' if cache else 'unknown'}, commit {report['commit']}. "
-        "Each network tuned by the "
-        f"default to {report['trials']} trials, then built re-picked warm and re-picked cold (each re-pick "
-        f"made afresh) and timed side by side in {report['rounds']} interleaved rounds per timing run. "
-        "`auto` re-picks cold when the network's weights exceed the last-level cache.\n",
-        "| network | weights MB | auto | warm ms, median | cold ms, median | cold / warm per run | median |",
+        f"Each network tuned by the default to {report['trials']} trials, then built re-picked warm and "
+        "re-picked cold (each re-pick made afresh) and timed side by side in "
+        f"{report['rounds']} interleaved rounds per timing run. The rule under test re-picks cold when the "
+        "network's weights exceed the last-level cache.\n",
+        "| network | weights MB | weights > cache | warm ms, median | cold ms, median | cold / warm per run "
+        "| median |",
         "|---|---|---|---|---|---|---|",
     ]
     for network, row in summarize(report).items():
         per_run = ", ".join(f"{r:.3f}" for r in row["cold_over_warm"])
         lines.append(
-            f"| {network} | {row['weights_mb']:.1f} | {row['auto']} | {row['warm_ms']:.2f} | "
+            f"| {network} | {row['weights_mb']:.1f} | {row['outgrows_cache']} | {row['warm_ms']:.2f} | "
             f"{row['cold_ms']:.2f} | {per_run} | {row['median_cold_over_warm']:.3f} |"
         )
     stolen = [r["cpu_stolen"] for r in report["runs"] if r["cpu_stolen"] is not None]
@@ -133,7 +140,6 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.work_root) / str(target.attrs["mcpu"])
     path = report_path("transfer", NAME, ".json")
     report = json.loads(path.read_text()) if path.is_file() else {"runs": []}
-    modules = {network: relax_module(load_model(network)) for network in NETWORKS}
     if report["runs"] and report["target_id"] != target_id(target):
         raise SystemExit(f"{path} was timed on {report['target_id']}: move it away to start over here")
     if report["runs"] and (report["trials"], report["rounds"]) != (args.trials, args.rounds):
@@ -149,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             "target": str(target),
             "target_id": target_id(target),
             "last_level_cache_bytes": last_level_cache_bytes(),
-            "weights_bytes": {n: constant_bytes(mod) for n, mod in modules.items()},
-            "auto": {n: "cold" if cold_caches_for(mod, "auto") else "warm" for n, mod in modules.items()},
+            "weights_bytes": {n: constant_bytes(relax_module(load_model(n))) for n in NETWORKS},
             "machine": machine_info(),
             "commit": git_commit(short=True),
         }
@@ -160,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         _tuned(network, work_dir, args.trials)
         done = [r for r in report["runs"] if r["network"] == network]
         for index in range(len(done), args.runs):
-            print(
-                f"== {network}: timing run {index + 1} of {args.runs} (auto: {report['auto'][network]})",
-                flush=True,
-            )
+            print(f"== {network}: timing run {index + 1} of {args.runs}", flush=True)
             report["runs"].append(_timing_run(network, work_dir, target, args.rounds))
             write_report("transfer", NAME, report, _markdown(report))
     return 0

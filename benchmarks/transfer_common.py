@@ -16,7 +16,7 @@ from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.compile import build_network
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.repick import cold_caches_for, repick_records
+from tvm_transfer.tuning.repick import repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def time_work_dirs(
     rounds: int,
     references: bool,
     repick: bool = True,
-    repick_caches: str | Mapping[str, str] = "auto",
+    repick_cold_caches: bool | Mapping[str, bool] = False,
 ) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "fastest_call_ms", "max_abs_error"}}`` (the mean per call
@@ -133,8 +133,8 @@ def time_work_dirs(
     With ``repick`` every arm is built as ``compile`` builds it: its heaviest tasks from the fastest of
     their top records re-timed together (:func:`~tvm_transfer.tuning.repick.repick_records`); an arm's
     entry then also has ``repicked``, ``repick_changed`` and ``repick_cold``: the tasks re-picked, those
-    whose record changed, and whether the candidates were timed with cold caches, as ``repick_caches``
-    says (one setting for every arm, or one per arm: :func:`~tvm_transfer.tuning.repick.cold_caches_for`)."""
+    whose record changed, and whether the candidates were timed with cold caches, as ``repick_cold_caches``
+    says (for every arm, or per arm)."""
     import tvm
     from tvm import relax
 
@@ -149,8 +149,9 @@ def time_work_dirs(
         for arm, work_dir in work_dirs.items():
             database = open_database(work_dir)
             if repick:
-                caches = repick_caches if isinstance(repick_caches, str) else repick_caches[arm]
-                cold[arm] = cold_caches_for(mod, caches)
+                cold[arm] = (
+                    repick_cold_caches if isinstance(repick_cold_caches, bool) else repick_cold_caches[arm]
+                )
                 database, repicks[arm] = repick_records(database, tasks, target, cold_caches=cold[arm])
             vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]

@@ -11,8 +11,8 @@ def _run(network, warm, cold):
 
 def test_summary_gives_cold_over_warm_per_run_and_its_median_per_network():
     report = {
+        "last_level_cache_bytes": 32 << 20,
         "weights_bytes": {"big": 50 << 20, "small": 12 << 20, "untimed": 1 << 20},
-        "auto": {"big": "cold", "small": "warm", "untimed": "warm"},
         "runs": [
             *(_run("big", warm, cold) for warm, cold in ((10.0, 9.0), (12.0, 9.6), (8.0, 8.8))),
             _run("small", 2.0, 4.0),
@@ -27,9 +27,9 @@ def test_summary_gives_cold_over_warm_per_run_and_its_median_per_network():
     report.update(
         machine={"cpu": "a CPU", "cores": 2},
         target="llvm",
-        last_level_cache_bytes=32 << 20,
         commit="abc",
         trials=200,
         rounds=5,
     )
-    assert "| big | 50.0 | cold | 10.00 | 9.00 | 0.900, 0.800, 1.100 | 0.900 |" in _markdown(report)
+    assert "| big | 50.0 | yes | 10.00 | 9.00 | 0.900, 0.800, 1.100 | 0.900 |" in _markdown(report)
+    assert "| small | 12.0 | no |" in _markdown(report)

@@ -268,7 +268,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
             transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
             profile=args.profile_network,
             repick=not args.no_repick,
-            repick_caches=args.repick_caches,
+            repick_cold_caches=args.repick_cold,
         )
     print(result.table())
     if args.json:
@@ -397,7 +397,6 @@ def _runtime_keys(text: str) -> list[str]:
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from tvm_transfer.networks import NETWORKS
     from tvm_transfer.runtimes import RUNTIMES
-    from tvm_transfer.tuning.repick import REPICK_CACHES
 
     parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
     parser.add_argument(
@@ -429,11 +428,10 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "top records together first",
     )
     parser.add_argument(
-        "--repick-caches",
-        choices=REPICK_CACHES,
-        default="auto",
-        help="re-time the candidates with the caches flushed before every run (cold) or back to back "
-        "(warm); auto: cold when the network's weights exceed this CPU's last-level cache (default auto)",
+        "--repick-cold",
+        action="store_true",
+        help="re-pick timing each candidate with the CPU caches flushed before every run, as a layer whose "
+        "weights come from memory runs, not back to back (docs/models.md)",
     )
     parser.add_argument(
         "--profile-network",

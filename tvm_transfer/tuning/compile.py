@@ -37,7 +37,7 @@ from tvm_transfer.runtimes import (
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
-from tvm_transfer.tuning.repick import Repick, cold_caches_for, repick_records
+from tvm_transfer.tuning.repick import Repick, repick_records
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def compile_network(
     transfer_pack: TransferPack | None = None,
     profile: bool = False,
     repick: bool = True,
-    repick_caches: str = "auto",
+    repick_cold_caches: bool = False,
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
@@ -142,8 +142,7 @@ def compile_network(
     (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). With ``repick``, the heaviest tasks are
     built from the fastest of their top records re-timed together
     (:func:`~tvm_transfer.tuning.repick.repick_records`), not from the one record timed fastest once,
-    timed with cold caches or warm as ``repick_caches`` says
-    (:func:`~tvm_transfer.tuning.repick.cold_caches_for`)."""
+    each timed warm or, with ``repick_cold_caches``, with the caches flushed before every run."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -154,9 +153,9 @@ def compile_network(
         apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
     database = open_database(Path(work_dir))
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
-    repicked, cold = None, repick and cold_caches_for(mod, repick_caches)
+    repicked = None
     if repick:
-        database, repicked = repick_records(database, tasks, target, cold_caches=cold)
+        database, repicked = repick_records(database, tasks, target, cold_caches=repick_cold_caches)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()
@@ -188,5 +187,5 @@ def compile_network(
         layout_free=layout_free,
         profile=network_profile,
         repicked=repicked,
-        repicked_cold=cold,
+        repicked_cold=repick and repick_cold_caches,
     )

@@ -14,9 +14,9 @@ every measurement as the tuner made it.
 A tuner times a candidate warm: several runs back to back, so its weights stay in the caches. In a network
 whose weights outgrow the last-level cache, every other layer's weights pass through the cache between two
 calls of a layer, so its weights arrive from memory, and a schedule fastest warm can be slower cold than
-one ranked below it. The candidates of such a network are re-timed with cold caches
-(:func:`cold_caches_for`); a network that fits keeps warm timings, which rank its microsecond kernels
-more steadily.
+one ranked below it. The re-pick can therefore time its candidates with cold caches instead
+(``cold_caches``); it times them warm by default, which ranks microsecond kernels more steadily
+(``docs/models.md`` has the study).
 """
 
 from __future__ import annotations
@@ -29,15 +29,10 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
-from tvm_transfer.networks import constant_bytes
 from tvm_transfer.runner import measuring_threads
-from tvm_transfer.target import last_level_cache_bytes
 from tvm_transfer.tuning.retime import retime
 
-__all__ = ["REPICK_CACHES", "Repick", "cold_caches_for", "repick_records", "weights_outgrow_cache"]
-
-#: How a re-pick times its candidates: ``"auto"`` cold when :func:`weights_outgrow_cache`, else warm.
-REPICK_CACHES = ("auto", "warm", "cold")
+__all__ = ["Repick", "repick_records"]
 
 
 @dataclass(frozen=True)
@@ -103,22 +98,6 @@ def repick_records(
         recorded = mean_run_seconds(top[0].run_secs)
         changes.append(Repick(name, len(top), recorded, rank, timed[rank], timed[0]))
     return ms.database.OrderedUnionDatabase(repicked, database), changes
-
-
-def weights_outgrow_cache(mod: tvm.IRModule) -> bool:
-    """Whether the weights of the network ``mod`` (:func:`~tvm_transfer.networks.constant_bytes`) exceed
-    this machine's last-level cache (``False`` when its size is unknown): then each layer's weights come
-    from memory at every inference."""
-    cache = last_level_cache_bytes()
-    return cache is not None and constant_bytes(mod) > cache
-
-
-def cold_caches_for(mod: tvm.IRModule, caches: str) -> bool:
-    """Whether a re-pick of the network ``mod`` times with cold caches under the setting ``caches`` (one of
-    :data:`REPICK_CACHES`); raises ``ValueError`` for another setting."""
-    if caches not in REPICK_CACHES:
-        raise ValueError(f"caches must be one of {', '.join(REPICK_CACHES)}, got {caches!r}")
-    return caches == "cold" or (caches == "auto" and weights_outgrow_cache(mod))
 
 
 def _heaviest(
