@@ -4,11 +4,11 @@ A tuner times each candidate warm (runs back to back), but in a network whose we
 last-level cache each layer's weights arrive from memory. The re-pick (:mod:`tvm_transfer.tuning.repick`)
 can time its candidates either way; the rule under test times them cold exactly when the network's
 weights exceed this CPU's last-level cache. Here every development network, tuned by the default
-(transfer) to ``--trials``, is
-built twice per timing run from the same work dir, once re-picked warm and once re-picked cold (each
-re-pick made afresh: its own noise is part of what is judged), and the two are timed in the same
-interleaved rounds. The development networks are those of the transfer studies, whose weights fit the
-cache, and BERT-small's encoder, whose weights do not (:data:`~benchmarks.corpus.DEV_LARGE_WEIGHTS`).
+(transfer) to ``--trials``, is built twice per timing run from the same work dir, once re-picked warm and
+once re-picked cold (each re-pick made afresh: its own noise is part of what is judged), and the two are
+timed in the same interleaved rounds. The development networks are those of the transfer studies, whose
+weights fit the cache, and BERT-small's encoder, whose weights do not
+(:data:`~benchmarks.corpus.DEV_LARGE_WEIGHTS`).
 
 Each network's work dir is tuned here first when it has fewer than ``--trials`` measured records (resumes).
 Each timing run is saved as it ends; a stopped run resumes.
