@@ -61,7 +61,7 @@ def _timing_run(network: str, work_dir: Path, target, rounds: int) -> dict:
             target,
             rounds,
             references=False,
-            repick_cold_caches={setting: setting == "cold" for setting in SETTINGS},
+            repick_cold={"cold"},
         )
     return {
         "network": network,

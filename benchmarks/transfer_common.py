@@ -5,7 +5,7 @@ timing of compiled work dirs."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,7 +125,7 @@ def time_work_dirs(
     rounds: int,
     references: bool,
     repick: bool = True,
-    repick_cold_caches: bool | Mapping[str, bool] = False,
+    repick_cold: Collection[str] = (),
 ) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "fastest_call_ms", "max_abs_error"}}`` (the mean per call
@@ -133,8 +133,8 @@ def time_work_dirs(
     With ``repick`` every arm is built as ``compile`` builds it: its heaviest tasks from the fastest of
     their top records re-timed together (:func:`~tvm_transfer.tuning.repick.repick_records`); an arm's
     entry then also has ``repicked``, ``repick_changed`` and ``repick_cold``: the tasks re-picked, those
-    whose record changed, and whether the candidates were timed with cold caches, as ``repick_cold_caches``
-    says (for every arm, or per arm)."""
+    whose record changed, and whether the candidates were timed with cold caches (the arms named in
+    ``repick_cold``; warm otherwise)."""
     import tvm
     from tvm import relax
 
@@ -149,9 +149,7 @@ def time_work_dirs(
         for arm, work_dir in work_dirs.items():
             database = open_database(work_dir)
             if repick:
-                cold[arm] = (
-                    repick_cold_caches if isinstance(repick_cold_caches, bool) else repick_cold_caches[arm]
-                )
+                cold[arm] = arm in repick_cold
                 database, repicks[arm] = repick_records(database, tasks, target, cold_caches=cold[arm])
             vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
