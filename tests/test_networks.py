@@ -15,9 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import tvm
 
 from tvm_transfer.cli import main
-from tvm_transfer.networks import ModelSourceError, constant_bytes, load_model, model_slug, relax_module
+from tvm_transfer.networks import (
+    ModelSourceError,
+    constant_bytes,
+    frontend_module,
+    import_passes,
+    load_model,
+    model_slug,
+    relax_module,
+)
 from tvm_transfer.networks.torchvision_models import classification_models
 from tvm_transfer.runtimes import export_onnx
 from tvm_transfer.tuning.compile import compile_network
@@ -316,6 +325,18 @@ def test_a_name_ending_in_a_shape_loads_that_shape_and_keeps_its_name(target):
 def test_a_bad_shape_in_a_name_is_refused(name, shape, message):
     with pytest.raises(ModelSourceError, match=message):
         load_model(name, shape)
+
+
+def test_batch_norm_folded_into_the_convolutions_leaves_their_count_and_the_output(target, tmp_path):
+    plain = extract_network_tasks(load_model("mobilenet_v2_block"), target)
+    model = load_model("mobilenet_v2_block")
+    model.relax = tvm.transform.Sequential(import_passes(fold_batch_norm=True))(frontend_module(model))
+    folded = extract_network_tasks(model, target)
+    # As imported, each of the block's three convolutions divides by batch norm's standard deviation.
+    assert sum("conv2d" in t.task_name and "divide" in t.task_name for t in plain) == 3
+    assert len(folded) == len(plain) and not any("divide" in t.task_name for t in folded)
+    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    assert compiled.max_abs_error < 1e-4
 
 
 def test_untuned_torchvision_network_matches_pytorch(target, tmp_path):

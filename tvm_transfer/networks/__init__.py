@@ -4,8 +4,10 @@ loaded by one resolver (:func:`load_model`) and imported into Relax (:func:`rela
 from tvm_transfer.networks.builtin import NETWORKS, NetworkSpec
 from tvm_transfer.networks.relax_import import (
     constant_bytes,
+    frontend_module,
     fused_for_extraction,
     fusion_passes,
+    import_passes,
     lowering_passes,
     prepack_passes,
     relax_module,
@@ -26,8 +28,10 @@ __all__ = [
     "ModelSourceError",
     "NetworkSpec",
     "constant_bytes",
+    "frontend_module",
     "fused_for_extraction",
     "fusion_passes",
+    "import_passes",
     "load_model",
     "lowering_passes",
     "model_slug",

@@ -1,10 +1,12 @@
 """From a loaded model to the Relax module that is tuned and compiled, and the passes both steps share.
 
-Weights are bound as constants. Two things follow from that: batch-norm and transposes of weights fold
-into new constants at compile time, and :func:`fusion_passes` can mark the weights of every fused function
-as *layout-free* (``AttachAttrLayoutFreeBuffers``), so that MetaSchedule's ``RewriteLayout`` post-processor
-may store them in the layout its schedule reads best; :func:`prepack_passes` then applies that rewrite to
-the constants once, at compile time (as oneDNN and ONNX Runtime pre-pack weights).
+Weights are bound as constants. Two things follow from that: batch norm's statistics and transposes of
+weights fold into new constants at compile time (batch norm itself stays a per-channel epilogue of the
+convolution before it: :func:`import_passes` says why), and :func:`fusion_passes` can mark the weights of
+every fused function as *layout-free* (``AttachAttrLayoutFreeBuffers``), so that MetaSchedule's
+``RewriteLayout`` post-processor may store them in the layout its schedule reads best;
+:func:`prepack_passes` then applies that rewrite to the constants once, at compile time (as oneDNN and
+ONNX Runtime pre-pack weights).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
 
 __all__ = [
     "constant_bytes",
+    "frontend_module",
     "fused_for_extraction",
     "fusion_passes",
+    "import_passes",
     "lowering_passes",
     "prepack_passes",
     "relax_module",
@@ -35,8 +39,31 @@ def relax_module(model: LoadedModel) -> tvm.IRModule:
     Imported once per loaded model (kept in ``model.relax``). Raises :class:`ModelSourceError` when
     ``torch.export`` or TVM's frontend cannot import it."""
     if model.relax is None:
-        model.relax = _import(model)
+        model.relax = tvm.transform.Sequential(import_passes())(frontend_module(model))
     return model.relax
+
+
+def frontend_module(model: LoadedModel) -> tvm.IRModule:
+    """``model`` as TVM's PyTorch or ONNX frontend imports it, weights bound as constants, before
+    :func:`import_passes`. Raises :class:`ModelSourceError` when ``torch.export`` or the frontend cannot
+    import it."""
+    return _from_onnx(model) if model.onnx_path is not None else _from_torch(model)
+
+
+def import_passes(fold_batch_norm: bool = False) -> list[tvm.transform.Pass]:
+    """The passes from :func:`frontend_module` to :func:`relax_module`: batch norm in inference form
+    (subtract the mean, divide by the standard deviation, scale, shift: an epilogue fused into the
+    convolution before it), then the bindings tidied. Both run before legalisation, so that task
+    extraction and compilation (which legalise and fuse on their own) see the same fused functions.
+
+    With ``fold_batch_norm`` a batch norm right after a convolution is first folded into that
+    convolution's weights and a bias, as ONNX Runtime does. That is not the default: on a development
+    network the same schedules ran as fast per convolution either way and the whole network only a little
+    faster (``benchmarks/batch_norm_folding.py``, ``docs/models.md``), while folding changes the task of
+    every batch-norm convolution, so that none would match the schedules the default pack holds."""
+    folding = [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant()]
+    inference = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    return [*folding, *inference] if fold_batch_norm else inference
 
 
 def constant_bytes(mod: tvm.IRModule) -> int:
@@ -53,14 +80,6 @@ def constant_bytes(mod: tvm.IRModule) -> int:
         if isinstance(function, relax.Function):
             relax.analysis.post_order_visit(function, visit)
     return sum(seen.values())
-
-
-def _import(model: LoadedModel) -> tvm.IRModule:
-    mod = _from_onnx(model) if model.onnx_path is not None else _from_torch(model)
-    # Batch-norm in inference form, then the bindings tidied; both before legalisation so that task
-    # extraction and compilation (which legalises and fuses on its own) see the same fused functions.
-    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    return tvm.transform.Sequential(passes)(mod)
 
 
 def _from_torch(model: LoadedModel) -> tvm.IRModule:
