@@ -101,7 +101,7 @@ def _pairs(epilogue: ms.ExtractedTask, folded: ms.ExtractedTask, records: list, 
         schedules = [spaces[build].get(signature) for build in BUILDS]
         replayed = [space.replay(decisions) if space else None for space in schedules]
         if all(sch is not None for sch in replayed):
-            pairs.append(tuple(sch for sch in replayed))
+            pairs.append(tuple(replayed))
     return pairs
 
 

@@ -1,4 +1,4 @@
-"""The batch-norm folding study: how its pairs are matched and summarised."""
+"""The batch-norm folding study: how its timed pairs and networks are summarised."""
 
 import math
 
