@@ -37,7 +37,14 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import StolenCpu, git_commit, machine_info, write_report
-from tvm_transfer.networks import frontend_module, import_passes, load_model, model_slug, relax_module
+from tvm_transfer.networks import (
+    LoadedModel,
+    frontend_module,
+    import_passes,
+    load_model,
+    model_slug,
+    relax_module,
+)
 from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes, tvm_threads
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
 from tvm_transfer.target import host_target, target_id
@@ -56,9 +63,12 @@ BUILDS = ("epilogue", "folded")
 _NORMALISATION = {"subtract", "divide", "multiply"}
 
 
-def folded_module(network: str) -> tvm.IRModule:
-    """``network`` imported with batch norm folded into the convolutions' weights."""
-    return tvm.transform.Sequential(import_passes(fold_batch_norm=True))(frontend_module(load_model(network)))
+def folded_model(network: str) -> LoadedModel:
+    """``network`` loaded, its Relax module imported with batch norm folded into the convolutions'
+    weights (what :func:`~tvm_transfer.networks.relax_module` then returns for it)."""
+    model = load_model(network)
+    model.relax = tvm.transform.Sequential(import_passes(fold_batch_norm=True))(frontend_module(model))
+    return model
 
 
 def operator_key(task: ms.ExtractedTask) -> tuple:
@@ -105,13 +115,14 @@ def _pairs(epilogue: ms.ExtractedTask, folded: ms.ExtractedTask, records: list, 
     return pairs
 
 
-def _matched_tasks(network: str, target) -> tuple[list, list[tuple[int, ms.ExtractedTask]]]:
-    """The network's tasks as imported, and per batch-norm convolution its index and its folded task."""
-    tasks = extract_network_tasks(load_model(network), target)
-    model = load_model(network)
-    model.relax = folded_module(network)
+def _matched_tasks(
+    plain: LoadedModel, folded_network: LoadedModel, target
+) -> tuple[list, list[tuple[int, ms.ExtractedTask]]]:
+    """The tasks of ``plain`` (the network as imported), and per batch-norm convolution its index and its
+    task in ``folded_network``."""
+    tasks = extract_network_tasks(plain, target)
     folded = {}
-    for task in extract_network_tasks(model, target):
+    for task in extract_network_tasks(folded_network, target):
         folded.setdefault(operator_key(task), task)
     matched = [
         (index, folded[operator_key(task)])
@@ -120,7 +131,7 @@ def _matched_tasks(network: str, target) -> tuple[list, list[tuple[int, ms.Extra
     ]
     missing = sum(_is_batch_norm_convolution(t) for t in tasks) - len(matched)
     if missing:
-        raise SystemExit(f"{missing} batch-norm convolutions of {network} have no folded task")
+        raise SystemExit(f"{missing} batch-norm convolutions of {plain.name} have no folded task")
     return tasks, matched
 
 
@@ -129,10 +140,12 @@ def _record(sch, mod: tvm.IRModule, seconds: float, target, database) -> ms.data
     return ms.database.TuningRecord(sch.trace, database.commit_workload(mod), [seconds], target, args)
 
 
-def _measure_pairs(network: str, work_dir: Path, target, top: int, rounds: int) -> tuple[list[dict], dict]:
+def _measure_pairs(
+    plain: LoadedModel, folded_network: LoadedModel, work_dir: Path, target, top: int, rounds: int
+) -> tuple[list[dict], dict]:
     """Every batch-norm convolution's pairs timed side by side: per task its name, folded name, share of
     the network's work and the pairs' seconds; and per build the database of each task's chosen pair."""
-    tasks, matched = _matched_tasks(network, target)
+    tasks, matched = _matched_tasks(plain, folded_network, target)
     database = open_database(work_dir)
     shares = {w.index: w.share for w in task_work(tasks)}
     mods, pairs_of = {}, {}
@@ -167,20 +180,21 @@ def _measure_pairs(network: str, work_dir: Path, target, top: int, rounds: int) 
     return rows, merged
 
 
-def _timing_runs(network: str, databases: dict, target, runs: int, rounds: int) -> list[dict]:
+def _timing_runs(
+    plain: LoadedModel, folded_network: LoadedModel, databases: dict, target, runs: int, rounds: int
+) -> list[dict]:
     """The network built both ways and timed with ONNX Runtime in ``rounds`` interleaved rounds, ``runs``
     times."""
-    model = load_model(network)
-    modules = {"epilogue": relax_module(model), "folded": folded_module(network)}
+    modules = {"epilogue": relax_module(plain), "folded": relax_module(folded_network)}
     threads = int(target.attrs["num-cores"])
     out = []
     with tvm_threads(threads):
+        arguments = [tvm.runtime.tensor(x) for x in plain.inputs]
         calls = {}
         for build in BUILDS:
             vm = relax.VirtualMachine(build_network(modules[build], databases[build], target), tvm.cpu())
-            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-            calls[build] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
-        compared = ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads)
+            calls[build] = lambda vm=vm: as_arrays(vm["main"](*arguments))
+        compared = ComparedModel(plain.name, plain.inputs, plain.torch_module, plain.onnx_path, threads)
         for _ in range(runs):
             with StolenCpu() as stolen:
                 results = compare_runtimes(compared, calls, runtimes=("onnxruntime",), rounds=rounds)
@@ -313,9 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         work_dir = root / model_slug(network)
         _tuned(network, work_dir, args.trials, target)
         print(f"== {network}: timing the pairs", flush=True)
-        rows, databases = _measure_pairs(network, work_dir, target, args.top, args.rounds)
+        plain, folded = load_model(network), folded_model(network)
+        rows, databases = _measure_pairs(plain, folded, work_dir, target, args.top, args.rounds)
         print(f"== {network}: timing the networks", flush=True)
-        runs = _timing_runs(network, databases, target, args.runs, args.rounds)
+        runs = _timing_runs(plain, folded, databases, target, args.runs, args.rounds)
         report["networks"][network] = {"work_dir": str(work_dir), "tasks": rows, "runs": runs}
         write_report("networks", NAME, report, _markdown(report))
     return 0
