@@ -29,7 +29,10 @@ round visits a network's tasks heaviest first, with the same policy in MetaSched
 (``transfer-extraction-order``), beside TVM alone, on the development networks at budgets below their task
 counts. ``--siblings`` compares the default policy with the same policy whose every evolution also starts
 from the fastest record of each other task of the run, replayed on the task (``transfer-siblings``:
-``sibling_seeds=1``), beside TVM alone on the development networks.
+``sibling_seeds=1``), beside TVM alone on the development networks. ``--scheduler`` compares the default
+policy with the same policy under the weighted-share task scheduler (``transfer-weighted-share``), beside
+TVM alone on the development networks; its no-transfer and transfer arms up to 200 trials are the
+siblings study's, copied (work dirs and points) before the new arm is added with ``--redo-arm``.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -40,6 +43,7 @@ from the fastest record of each other task of the run, replayed on the task (``t
     nice -n 19 python -m benchmarks.transfer_networks --seeds-once --timing-runs 2 > work/seeds.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --task-order > work/bench_task_order.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --siblings --timing-runs 2 > work/siblings.log 2>&1 &
+    nice -n 19 python -m benchmarks.transfer_networks --scheduler --redo-arm transfer-weighted-share ...
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -228,6 +232,22 @@ STUDIES = {
         {**ARMS, "transfer-siblings": dataclasses.replace(DEFAULT_POLICY, sibling_seeds=1)},
         pack_holds="absent",
     ),
+    # The default policy with its network's budget shared by the weighted-share task scheduler after a
+    # first round of at most half of it, at budgets of a few batches per task, where MetaSchedule's
+    # gradient scheduler spends nearly all of it in even rounds. The no-transfer and transfer arms are
+    # the siblings study's (its work dirs and points, copied).
+    "scheduler": Study(
+        "transfer_scheduler_dev",
+        "Weighted-share task scheduler (development networks)",
+        "scheduler",
+        DEV_NETWORKS,
+        (100, 200),
+        {
+            **ARMS,
+            "transfer-weighted-share": dataclasses.replace(DEFAULT_POLICY, task_scheduler="weighted-share"),
+        },
+        pack_holds="absent",
+    ),
     "quick": Study(
         "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
     ),
@@ -272,6 +292,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         transfer_pack=pack if uses_pack else None,
         refine_from_pack=uses_pack and policy.refine_exact,
         tasks_by_work=uses_pack and policy.tasks_by_work,
+        task_scheduler=policy.task_scheduler if uses_pack else "gradient",
     )
     rounds = read_rounds(work_dir)
     guarded = isinstance(cost_model, GuardedCostModel)
@@ -515,8 +536,11 @@ def _against_others(report: dict, row: dict) -> str:
 
 
 def _cell(row: dict, arm: str) -> str:
-    """An arm's latency in a row, with its ratio to no-transfer (and each seed's, when several)."""
+    """An arm's latency in a row, with its ratio to no-transfer (and each seed's, when several); ``-`` while
+    the arm has not reached it."""
     value, ratios = row["ms"].get(arm), row["ratios"][arm]
+    if not all(_tuned(p, arm) for p in row["points"]):
+        return "-"
     if not value:
         return "failed"
     if not ratios or arm == "no-transfer":
@@ -525,13 +549,19 @@ def _cell(row: dict, arm: str) -> str:
     return f"{value:.3f} ({_geomean(ratios):.3f}{each})"
 
 
+def _tuned(point: dict, arm: str) -> dict:
+    """What tuning ``arm`` at ``point`` took (``{}`` while an arm added by ``--redo-arm`` has not reached
+    the point yet)."""
+    return point["arms"].get(arm, {})
+
+
 def _over_records(points: list[dict], arm: str) -> str:
     """The arm's timed latency over its sum of best records (``estimated_ms``), geometric mean over the
     points; ``-`` when a point lacks either."""
     ratios = [
         p["latency"][arm]["ms"] / p["arms"][arm]["estimated_ms"]
         for p in points
-        if (p["latency"].get(arm) or {}).get("ms") and p["arms"][arm].get("estimated_ms")
+        if (p["latency"].get(arm) or {}).get("ms") and _tuned(p, arm).get("estimated_ms")
     ]
     return f"{_geomean(ratios):.2f}" if ratios and len(ratios) == len(points) else "-"
 
@@ -586,8 +616,11 @@ def _markdown(report: dict) -> str:
         for row in rows:
             cells = " | ".join(_cell(row, arm) for arm in arms)
             seeds = ", ".join(str(_seed(p)) for p in row["points"])
-            trials = ", ".join(str(max(p["arms"][a]["trials"] for p in row["points"])) for a in arms)
-            from_pack = max(p["arms"][a]["from_pack"] for p in row["points"] for a in arms)
+            trials = ", ".join(
+                str(max((_tuned(p, a)["trials"] for p in row["points"] if _tuned(p, a)), default="-"))
+                for a in arms
+            )
+            from_pack = max(_tuned(p, a).get("from_pack", 0) for p in row["points"] for a in arms)
             runs = ", ".join(str(len(_timings(p))) for p in row["points"])
             over_records = ", ".join(_over_records(row["points"], arm) for arm in arms)
             lines.append(
@@ -697,7 +730,7 @@ def _guard_line(points: list[dict], arms: list[str]) -> str:
     blended, or by the online model alone, and over how many of the points."""
     parts = []
     for arm in arms:
-        shares = [p["arms"][arm]["guard_weights"] for p in points if "guard_weights" in p["arms"][arm]]
+        shares = [p["arms"][arm]["guard_weights"] for p in points if "guard_weights" in _tuned(p, arm)]
         if shares:
             total = {k: sum(s[k] for s in shares) for k in ("pretrained", "blended", "online")}
             parts.append(
@@ -754,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         ("seeds-once", "the default policy with a first batch of the pack's seeds, on development networks"),
         ("task-order", "the default policy's tasks heaviest first against extraction order, dev networks"),
         ("siblings", "the default policy with the other tasks' best schedules in its search, dev networks"),
+        ("scheduler", "the default policy with the weighted-share task scheduler, dev networks"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)

@@ -18,6 +18,10 @@ strategy:
 * ``tasks_by_work``: a network's tasks get their first batch heaviest first (``tune_network``'s
   ``tasks_by_work``), so that a budget smaller than the network's tasks leaves the lightest ones on
   TVM's default lowering rather than whichever come last in extraction order.
+* ``task_scheduler``: which task of a network measures each batch (``tune_network``'s ``task_scheduler``):
+  MetaSchedule's gradient scheduler, or :class:`~tvm_transfer.task_scheduler.WeightedShareScheduler`,
+  which gives the budget left after a short first round to the tasks with the largest share of the
+  network's latency per trial spent on them.
 
 :data:`DEFAULT_POLICY` is what ``tune``, ``tune-network`` and ``compile`` use with a pack; which parts it
 holds was chosen by measurement on development networks (``docs/transfer_pack.md``). A run without a pack
@@ -93,6 +97,9 @@ class TransferPolicy:
         Visit a network's tasks heaviest first (``weight x FLOPs``) in the task scheduler's first round,
         one batch each (``False``: in extraction order, as MetaSchedule does; ``tune_network``'s
         ``tasks_by_work``).
+    task_scheduler:
+        The task scheduler of a network's run, one of :data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`
+        (``tune_network``'s ``task_scheduler``).
     """
 
     pretrained_model: bool = True
@@ -109,6 +116,7 @@ class TransferPolicy:
     blend: str = "rank"
     selection_power: float | None = None
     tasks_by_work: bool = True
+    task_scheduler: str = "gradient"
 
     @property
     def name(self) -> str:

@@ -22,6 +22,7 @@ from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
 from tvm_transfer.runner import measuring_workers
 from tvm_transfer.target import as_target
+from tvm_transfer.task_scheduler import first_round_batch
 from tvm_transfer.tuning.rounds import ROUNDS_FILE, RoundLog, read_rounds
 from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
 from tvm_transfer.tuning.session import (
@@ -142,10 +143,12 @@ def tune_network(
     transfer_pack: TransferPack | None = None,
     refine_from_pack: bool = True,
     tasks_by_work: bool = False,
+    task_scheduler: str = "gradient",
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
-    ``work_dir`` count), shared by MetaSchedule's gradient task scheduler. ``tasks`` restricts the run to
+    ``work_dir`` count), shared by ``task_scheduler`` (:data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`;
+    MetaSchedule's gradient scheduler by default). ``tasks`` restricts the run to
     some of the network's :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder,
     runner, progress bar or extra measure callbacks. ``layout_free`` lets schedules re-lay out the weights
     (compile with the same setting).
@@ -160,10 +163,12 @@ def tune_network(
     :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
     source tasks).
 
-    Batches shrink when the trials left would not give every task one batch, so that no task is left on
-    TVM's unscheduled lowering while another gets a whole batch. The scheduler's first round visits the
-    tasks in extraction order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first (``weight x
-    FLOPs``), so that a budget smaller than the network's tasks leaves the lightest ones unscheduled.
+    Batches shrink when the trials left would not give every task one batch (with ``"weighted-share"``,
+    when the first round would take more than half of them;
+    :func:`~tvm_transfer.task_scheduler.first_round_batch`), so that no task is left on TVM's unscheduled
+    lowering while another gets a whole batch. The scheduler's first round visits the tasks in extraction
+    order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first (``weight x FLOPs``), so that a
+    budget smaller than the network's tasks leaves the lightest ones unscheduled.
 
     After every measured batch the best latency of every task is appended to ``work_dir``'s round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
@@ -212,11 +217,21 @@ def tune_network(
         measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
     )
     try:
-        batched = dataclasses.replace(options, trials_per_iter=_batch_size(options, log.trials, len(tunable)))
+        batch = first_round_batch(
+            task_scheduler, options.trials_per_iter, max(options.trials - log.trials, 0), len(tunable)
+        )
+        batched = dataclasses.replace(options, trials_per_iter=batch)
         # Every task applied from the pack and none refined: nothing to measure.
         run = (
             tune_contexts(
-                list(contexts), list(weights), work_dir, cost_model, batched, logged, unmeasured=len(refined)
+                list(contexts),
+                list(weights),
+                work_dir,
+                cost_model,
+                batched,
+                logged,
+                unmeasured=len(refined),
+                task_scheduler=task_scheduler,
             )
             if contexts
             else ContextsTuning([], {}, 0.0)
@@ -244,15 +259,6 @@ def tune_network(
         from_pack=[extracted[i].task_name for i in sorted(applied)],
         refined=[extracted[i].task_name for i in refined],
     )
-
-
-def _batch_size(options: TuneOptions, done: int, tasks: int) -> int:
-    """Candidates per batch: ``options.trials_per_iter``, or fewer when the trials still to measure would
-    not give every task a batch. MetaSchedule's gradient scheduler first visits each task once, in order,
-    measuring a whole batch; a task it never reaches keeps TVM's unscheduled lowering, far slower than
-    any tuned schedule (docs/models.md)."""
-    remaining = max(options.trials - done, 0)
-    return max(1, min(options.trials_per_iter, remaining // max(tasks, 1)))
 
 
 def apply_transfer_pack(

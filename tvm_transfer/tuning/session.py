@@ -30,6 +30,7 @@ from tvm_transfer.callbacks import ProgressCallback
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.runner import TimedRunner, measuring_workers
 from tvm_transfer.search_strategy.unmeasured import SkipMeasured
+from tvm_transfer.task_scheduler import make_task_scheduler
 from tvm_transfer.tuning.recording import RecordOnMeasure, recording_callbacks
 from tvm_transfer.tuning.workdir import count_records, needs_repair, set_aside_torn_tails, work_dir_lock
 
@@ -195,18 +196,22 @@ def tune_contexts(
     options: TuneOptions,
     measure: Measurement | None = None,
     unmeasured: int = 0,
+    task_scheduler: str = "gradient",
 ) -> ContextsTuning:
-    """Run MetaSchedule's gradient task scheduler on ``contexts`` (``weights``: calls of each per
-    inference) until ``work_dir``'s database holds ``options.trials`` records of them measured there,
-    warm-starting the cost model on the records already there. ``unmeasured`` of those were not measured
-    there (a transfer pack's) and count as no trial.
+    """Run ``task_scheduler`` (one of :data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`; MetaSchedule's
+    gradient scheduler by default) on ``contexts`` (``weights``: calls of each per inference) until
+    ``work_dir``'s database holds ``options.trials`` records of them measured there, warm-starting the
+    cost model on the records already there. ``unmeasured`` of those were not measured there (a transfer
+    pack's) and count as no trial.
 
     Holds ``work_dir``'s lock for the run (a second run on it is refused, see
     :func:`~tvm_transfer.tuning.workdir.work_dir_lock`); Ctrl-C raises
     :class:`~tenset_tools.command.Interrupted` saying how many records the work dir keeps."""
     with work_dir_lock(work_dir), _noting_interrupts() as interrupted:
         try:
-            return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure, unmeasured)
+            return _tune_contexts(
+                contexts, weights, Path(work_dir), cost_model, options, measure, unmeasured, task_scheduler
+            )
         except BaseException as error:
             # Ctrl-C inside a Python callback of TVM's C++ loop (the cost model, a measure callback) reaches
             # here as TVM's RuntimeError wrapping it: the flag, not the exception type, says it was Ctrl-C.
@@ -271,6 +276,7 @@ def _tune_contexts(
     options: TuneOptions,
     measure: Measurement | None,
     unmeasured: int,
+    task_scheduler: str,
 ) -> ContextsTuning:
     measure = measure or Measurement()
     database = open_database(work_dir)
@@ -292,7 +298,9 @@ def _tune_contexts(
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
         # the workers measure on as many threads as the target has cores.
         workers = measuring_workers(contexts[0].target, builder=measure.builder, runner=measure.runner)
-        scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
+        scheduler, scheduler_callbacks = make_task_scheduler(
+            task_scheduler, [best_seconds(r) for r in previous], [len(r) for r in previous]
+        )
         with (
             workers as (builder, runner),
             ms.Profiler() as profiler,
@@ -308,7 +316,7 @@ def _tune_contexts(
                 runner=runner,
                 database=database,
                 cost_model=model,
-                measure_callbacks=[*default_callbacks, progress, *measure.callbacks],
+                measure_callbacks=[*default_callbacks, *scheduler_callbacks, progress, *measure.callbacks],
                 task_scheduler=scheduler,
             )
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}
