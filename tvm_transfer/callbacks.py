@@ -7,7 +7,7 @@ from tqdm.auto import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.runner import runner_seconds
+from tvm_transfer.runner import batch_seconds, runner_seconds
 
 
 @derived_object
@@ -36,8 +36,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         runner_results: list[ms.runner.RunnerResult],
     ) -> None:
         """Record the batch's latencies in seconds (``inf`` for failures) and advance the bar."""
-        for built, ran in zip(builder_results, runner_results, strict=True):
-            self.latencies.append(float("inf") if built.error_msg else runner_seconds(ran))
+        self.latencies.extend(batch_seconds(builder_results, runner_results))
         finite = [x for x in self.latencies if np.isfinite(x)]
         if finite:
             self._bar.set_postfix(best=f"{min(finite) * 1e3:.4g} ms")

@@ -8,7 +8,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -96,6 +96,17 @@ def runner_seconds(result: ms.runner.RunnerResult) -> float:
     """Mean measured latency of a runner result in seconds; ``inf`` when the run failed, including results
     rebuilt from database records, which carry MetaSchedule's 1e10-second failure marker."""
     return float("inf") if result.error_msg else mean_run_seconds(result.run_secs)
+
+
+def batch_seconds(
+    builder_results: Sequence[ms.builder.BuilderResult], runner_results: Sequence[ms.runner.RunnerResult]
+) -> list[float]:
+    """The latencies of a measured batch, as a measure callback receives it: per candidate its
+    :func:`runner_seconds`, ``inf`` for one that failed to build."""
+    return [
+        float("inf") if built.error_msg else runner_seconds(ran)
+        for built, ran in zip(builder_results, runner_results, strict=True)
+    ]
 
 
 def _limit_threads(num_threads: int) -> None:

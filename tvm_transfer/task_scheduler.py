@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.runner import runner_seconds
+from tvm_transfer.runner import batch_seconds
 
 __all__ = ["TASK_SCHEDULERS", "WeightedShareScheduler", "first_round_batch", "make_task_scheduler"]
 
@@ -91,11 +91,7 @@ class _CountBatches(ms.measure_callback.PyMeasureCallback):
         self.scheduler = scheduler
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        latencies = [
-            math.inf if built.error_msg else runner_seconds(ran)
-            for built, ran in zip(builder_results, runner_results, strict=True)
-        ]
-        self.scheduler.record(task_id, latencies)
+        self.scheduler.record(task_id, batch_seconds(builder_results, runner_results))
 
 
 def make_task_scheduler(

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.runner import runner_seconds
+from tvm_transfer.runner import batch_seconds
 
 __all__ = ["ROUNDS_FILE", "RoundLog", "read_rounds"]
 
@@ -100,11 +100,7 @@ class _RoundCallback(ms.measure_callback.PyMeasureCallback):
         self.task_indices = task_indices
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        latencies = [
-            float("inf") if built.error_msg else runner_seconds(ran)
-            for built, ran in zip(builder_results, runner_results, strict=True)
-        ]
-        self.log.record(self.task_indices[task_id], latencies)
+        self.log.record(self.task_indices[task_id], batch_seconds(builder_results, runner_results))
 
 
 def _ms(seconds: float) -> float | None:
