@@ -22,12 +22,12 @@ from tvm_transfer.runner import batch_seconds
 
 __all__ = ["TASK_SCHEDULERS", "WeightedShareScheduler", "first_round_batch", "make_task_scheduler"]
 
-#: The ``task_scheduler`` names :func:`make_task_scheduler` accepts.
-TASK_SCHEDULERS = ("gradient", "weighted-share")
-
-#: The share of the trials still to measure that ``"weighted-share"``'s first round (one batch per task
+#: Per task scheduler, the share of the trials still to measure that its first round (one batch per task
 #: without a measurement) may take; ``"gradient"``'s takes all it needs.
 FIRST_ROUND_SHARE = {"gradient": 1.0, "weighted-share": 0.5}
+
+#: The ``task_scheduler`` names :func:`make_task_scheduler` accepts.
+TASK_SCHEDULERS = tuple(FIRST_ROUND_SHARE)
 
 
 @derived_object
@@ -99,12 +99,10 @@ def make_task_scheduler(
 ) -> tuple[ms.task_scheduler.TaskScheduler, list[ms.measure_callback.MeasureCallback]]:
     """The task scheduler ``name`` (one of :data:`TASK_SCHEDULERS`) for tasks whose records so far hold
     ``bests`` (seconds, ``inf`` for none) and ``trials``, and the measure callbacks it needs in the run."""
-    if name == "gradient":
+    if _known(name) == "gradient":
         return ms.task_scheduler.TaskScheduler.create("gradient"), []
-    if name == "weighted-share":
-        scheduler = WeightedShareScheduler(bests, trials)
-        return scheduler, [scheduler.callback()]
-    raise ValueError(f"unknown task scheduler {name!r}; choose one of {', '.join(TASK_SCHEDULERS)}")
+    scheduler = WeightedShareScheduler(bests, trials)
+    return scheduler, [scheduler.callback()]
 
 
 def first_round_batch(name: str, trials_per_iter: int, remaining: int, tasks: int) -> int:
@@ -112,6 +110,12 @@ def first_round_batch(name: str, trials_per_iter: int, remaining: int, tasks: in
     ``name``: ``trials_per_iter``, or fewer so that the first round, one batch per task, takes at most
     the scheduler's :data:`FIRST_ROUND_SHARE` of them (at least one candidate). A task the first round
     never reaches keeps TVM's unscheduled lowering, far slower than any tuned schedule."""
-    if name not in FIRST_ROUND_SHARE:
+    share = FIRST_ROUND_SHARE[_known(name)]
+    return max(1, min(trials_per_iter, int(remaining * share) // max(tasks, 1)))
+
+
+def _known(name: str) -> str:
+    """``name`` itself when it is one of :data:`TASK_SCHEDULERS`; else ``ValueError`` naming the choices."""
+    if name not in TASK_SCHEDULERS:
         raise ValueError(f"unknown task scheduler {name!r}; choose one of {', '.join(TASK_SCHEDULERS)}")
-    return max(1, min(trials_per_iter, int(remaining * FIRST_ROUND_SHARE[name]) // max(tasks, 1)))
+    return name
