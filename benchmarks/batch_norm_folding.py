@@ -39,8 +39,7 @@ from tvm.s_tir import meta_schedule as ms
 from benchmarks.common import StolenCpu, git_commit, machine_info, write_report
 from tvm_transfer.networks import (
     LoadedModel,
-    frontend_module,
-    import_passes,
+    imported_module,
     load_model,
     model_slug,
     relax_module,
@@ -67,7 +66,7 @@ def folded_model(network: str) -> LoadedModel:
     """``network`` loaded, its Relax module imported with batch norm folded into the convolutions'
     weights (what :func:`~tvm_transfer.networks.relax_module` then returns for it)."""
     model = load_model(network)
-    model.relax = tvm.transform.Sequential(import_passes(fold_batch_norm=True))(frontend_module(model))
+    model.relax = imported_module(model, fold_batch_norm=True)
     return model
 
 

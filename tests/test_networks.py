@@ -15,14 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import tvm
 
 from tvm_transfer.cli import main
 from tvm_transfer.networks import (
     ModelSourceError,
     constant_bytes,
-    frontend_module,
-    import_passes,
+    imported_module,
     load_model,
     model_slug,
     relax_module,
@@ -330,7 +328,7 @@ def test_a_bad_shape_in_a_name_is_refused(name, shape, message):
 def test_batch_norm_folded_into_the_convolutions_leaves_their_count_and_the_output(target, tmp_path):
     plain = extract_network_tasks(load_model("mobilenet_v2_block"), target)
     model = load_model("mobilenet_v2_block")
-    model.relax = tvm.transform.Sequential(import_passes(fold_batch_norm=True))(frontend_module(model))
+    model.relax = imported_module(model, fold_batch_norm=True)
     folded = extract_network_tasks(model, target)
     # As imported, each of the block's three convolutions divides by batch norm's standard deviation.
     assert sum("conv2d" in t.task_name and "divide" in t.task_name for t in plain) == 3

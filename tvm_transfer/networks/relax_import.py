@@ -27,6 +27,7 @@ __all__ = [
     "fused_for_extraction",
     "fusion_passes",
     "import_passes",
+    "imported_module",
     "lowering_passes",
     "prepack_passes",
     "relax_module",
@@ -39,8 +40,15 @@ def relax_module(model: LoadedModel) -> tvm.IRModule:
     Imported once per loaded model (kept in ``model.relax``). Raises :class:`ModelSourceError` when
     ``torch.export`` or TVM's frontend cannot import it."""
     if model.relax is None:
-        model.relax = tvm.transform.Sequential(import_passes())(frontend_module(model))
+        model.relax = imported_module(model)
     return model.relax
+
+
+def imported_module(model: LoadedModel, fold_batch_norm: bool = False) -> tvm.IRModule:
+    """``model`` imported afresh: :func:`frontend_module` through :func:`import_passes`
+    (``fold_batch_norm`` as there). Not kept in ``model.relax``; setting it there makes that form the one
+    :func:`relax_module` returns."""
+    return tvm.transform.Sequential(import_passes(fold_batch_norm))(frontend_module(model))
 
 
 def frontend_module(model: LoadedModel) -> tvm.IRModule:
