@@ -30,9 +30,11 @@ round visits a network's tasks heaviest first, with the same policy in MetaSched
 counts. ``--siblings`` compares the default policy with the same policy whose every evolution also starts
 from the fastest record of each other task of the run, replayed on the task (``transfer-siblings``:
 ``sibling_seeds=1``), beside TVM alone on the development networks. ``--scheduler`` compares the default
-policy with the same policy under the weighted-share task scheduler (``transfer-weighted-share``), beside
-TVM alone on the development networks; its no-transfer and transfer arms up to 200 trials are the
-siblings study's, copied (work dirs and points) before the new arm is added with ``--redo-arm``.
+policy with the same policy under the weighted-share task scheduler (``transfer-weighted-share``) and
+under that scheduler with the gradient scheduler's batch sizes (``transfer-weighted-share-full-batches``:
+``first_round_share=1.0``), beside TVM alone on the development networks; its no-transfer and transfer
+arms up to 200 trials are the siblings study's, copied (work dirs and points) before each new arm is
+added with ``--redo-arm``.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -234,8 +236,9 @@ STUDIES = {
     ),
     # The default policy with its network's budget shared by the weighted-share task scheduler after a
     # first round of at most half of it, at budgets of a few batches per task, where MetaSchedule's
-    # gradient scheduler spends nearly all of it in even rounds. The no-transfer and transfer arms are
-    # the siblings study's (its work dirs and points, copied).
+    # gradient scheduler spends nearly all of it in even rounds; and with the gradient's batch sizes, whose
+    # first round is as long, but which a resumed run, counting earlier records, skips. The no-transfer
+    # and transfer arms are the siblings study's (its work dirs and points, copied).
     "scheduler": Study(
         "transfer_scheduler_dev",
         "Weighted-share task scheduler (development networks)",
@@ -245,6 +248,9 @@ STUDIES = {
         {
             **ARMS,
             "transfer-weighted-share": dataclasses.replace(DEFAULT_POLICY, task_scheduler="weighted-share"),
+            "transfer-weighted-share-full-batches": dataclasses.replace(
+                DEFAULT_POLICY, task_scheduler="weighted-share", first_round_share=1.0
+            ),
         },
         pack_holds="absent",
     ),
@@ -293,6 +299,7 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         refine_from_pack=uses_pack and policy.refine_exact,
         tasks_by_work=uses_pack and policy.tasks_by_work,
         task_scheduler=policy.task_scheduler if uses_pack else "gradient",
+        first_round_share=policy.first_round_share if uses_pack else None,
     )
     rounds = read_rounds(work_dir)
     guarded = isinstance(cost_model, GuardedCostModel)

@@ -20,6 +20,14 @@ def test_first_round_takes_at_most_the_schedulers_share_of_the_budget():
         first_round_batch("round-robin", 16, 400, 51)
 
 
+def test_a_given_first_round_share_overrides_the_schedulers():
+    assert first_round_batch("weighted-share", 16, 400, 51, share=1.0) == 7  # the gradient's batches
+    assert first_round_batch("gradient", 16, 400, 51, share=0.5) == 3
+    for share in (0.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match=r"first-round share must be in \(0, 1\]"):
+            first_round_batch("gradient", 16, 400, 51, share=share)
+
+
 def test_an_unknown_scheduler_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="unknown task scheduler 'greedy'; choose one of gradient"):
         make_task_scheduler("greedy", [], [])

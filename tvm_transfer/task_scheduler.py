@@ -105,12 +105,18 @@ def make_task_scheduler(
     return scheduler, [scheduler.callback()]
 
 
-def first_round_batch(name: str, trials_per_iter: int, remaining: int, tasks: int) -> int:
+def first_round_batch(
+    name: str, trials_per_iter: int, remaining: int, tasks: int, share: float | None = None
+) -> int:
     """Candidates per batch for ``tasks`` tasks with ``remaining`` trials to measure under task scheduler
     ``name``: ``trials_per_iter``, or fewer so that the first round, one batch per task, takes at most
-    the scheduler's :data:`FIRST_ROUND_SHARE` of them (at least one candidate). A task the first round
-    never reaches keeps TVM's unscheduled lowering, far slower than any tuned schedule."""
-    share = FIRST_ROUND_SHARE[_known(name)]
+    ``share`` of them (``None``: the scheduler's :data:`FIRST_ROUND_SHARE`; at least one candidate). A
+    task the first round never reaches keeps TVM's unscheduled lowering, far slower than any tuned
+    schedule."""
+    default = FIRST_ROUND_SHARE[_known(name)]
+    share = default if share is None else share
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"first-round share must be in (0, 1], got {share}")
     return max(1, min(trials_per_iter, int(remaining * share) // max(tasks, 1)))
 
 

@@ -227,6 +227,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
             refine_from_pack=DEFAULT_POLICY.refine_exact,
             tasks_by_work=pack is not None and DEFAULT_POLICY.tasks_by_work,
             task_scheduler=DEFAULT_POLICY.task_scheduler if pack is not None else "gradient",
+            first_round_share=DEFAULT_POLICY.first_round_share if pack is not None else None,
         )
 
 

@@ -100,6 +100,10 @@ class TransferPolicy:
     task_scheduler:
         The task scheduler of a network's run, one of :data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`
         (``tune_network``'s ``task_scheduler``).
+    first_round_share:
+        The share of a network's trials left that the task scheduler's first round, one batch per task,
+        may take; batches shrink to fit (``None``: the scheduler's own,
+        :data:`~tvm_transfer.task_scheduler.FIRST_ROUND_SHARE`; ``tune_network``'s ``first_round_share``).
     """
 
     pretrained_model: bool = True
@@ -117,6 +121,7 @@ class TransferPolicy:
     selection_power: float | None = None
     tasks_by_work: bool = True
     task_scheduler: str = "gradient"
+    first_round_share: float | None = None
 
     @property
     def name(self) -> str:

@@ -144,6 +144,7 @@ def tune_network(
     refine_from_pack: bool = True,
     tasks_by_work: bool = False,
     task_scheduler: str = "gradient",
+    first_round_share: float | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
@@ -164,11 +165,12 @@ def tune_network(
     source tasks).
 
     Batches shrink when the trials left would not give every task one batch (with ``"weighted-share"``,
-    when the first round would take more than half of them;
-    :func:`~tvm_transfer.task_scheduler.first_round_batch`), so that no task is left on TVM's unscheduled
-    lowering while another gets a whole batch. The scheduler's first round visits the tasks in extraction
-    order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first (``weight x FLOPs``), so that a
-    budget smaller than the network's tasks leaves the lightest ones unscheduled.
+    when the first round would take more than half of them; ``first_round_share`` sets that share for
+    either scheduler; :func:`~tvm_transfer.task_scheduler.first_round_batch`), so that no task is left
+    on TVM's unscheduled lowering while another gets a whole batch. The scheduler's first round visits
+    the tasks in extraction order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first
+    (``weight x FLOPs``), so that a budget smaller than the network's tasks leaves the lightest ones
+    unscheduled.
 
     After every measured batch the best latency of every task is appended to ``work_dir``'s round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
@@ -218,7 +220,11 @@ def tune_network(
     )
     try:
         batch = first_round_batch(
-            task_scheduler, options.trials_per_iter, max(options.trials - log.trials, 0), len(tunable)
+            task_scheduler,
+            options.trials_per_iter,
+            max(options.trials - log.trials, 0),
+            len(tunable),
+            first_round_share,
         )
         batched = dataclasses.replace(options, trials_per_iter=batch)
         # Every task applied from the pack and none refined: nothing to measure.
