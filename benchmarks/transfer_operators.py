@@ -20,6 +20,10 @@ Arms. Every operator is tuned alone, per arm and seed (:data:`SEEDS`, ``--seeds`
   default policy's cost model and search strategy;
 * ``tvm-xgb-nowarmup``: MetaSchedule's ``XGBModel(num_warmup_samples=0)``, evolutionary search.
 
+``--checkpoints`` takes the picks after other trial counts: every arm tunes to the last, and the baseline's
+pick is taken after it (e.g. ``--checkpoints 16 32 64 128 256`` for the search's later batches; the goals,
+judged at 16 trials, then compare with the baseline at 256).
+
 ``--dev`` is the development study of the policy's parts at these budgets: operators of networks the pack
 does not hold (:data:`DEV_NETWORKS`), one arm per candidate policy (:data:`DEV_ARMS`), the same baseline.
 Each transfer arm keeps the guard's weight after every measured batch. ``--also-pack LABEL=PATH`` compares
@@ -49,6 +53,8 @@ one run.
         --report-name NAME   # only N's depthwise convolutions
     nice -n 19 python -m benchmarks.transfer_operators --pack NEW --also-pack before=OLD   # two packs
     nice -n 19 python -m benchmarks.transfer_operators --retime   # no tuning: the picks timed once more
+    nice -n 19 python -m benchmarks.transfer_operators --dev --checkpoints 16 32 64 128 256 \
+        --work-root work/bench_ops_deep --report-name NAME   # deeper: every arm to 256 trials
     nice -n 19 python -m benchmarks.transfer_operators --report-name transfer_operators_znver3  # another CPU
     python -m benchmarks.transfer_operators --quick   # smoke: one bert_tiny_layer task, 8/16 trials, seed 0
 """
@@ -453,6 +459,14 @@ def main(argv: list[str] | None = None) -> int:
         "(repeatable)",
     )
     parser.add_argument(
+        "--checkpoints",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help=f"trials after which each arm's pick is taken, ascending; the baseline's after the last "
+        f"(default: {' '.join(map(str, CHECKPOINTS))}); a report of other checkpoints is refused",
+    )
+    parser.add_argument(
         "--report-name",
         help="results/transfer/<name>.{json,md} (default: transfer_operators, or transfer_operators_dev); "
         "a study on another CPU or pack gets its own",
@@ -463,7 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     networks = QUICK_NETWORKS if args.quick else DEV_NETWORKS if args.dev else HELD_OUT
     networks = tuple(args.networks) if args.networks else networks
     per_network = QUICK_PER_NETWORK if args.quick else PER_NETWORK
-    args.checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
+    args.checkpoints = tuple(args.checkpoints or (QUICK_CHECKPOINTS if args.quick else CHECKPOINTS))
+    if list(args.checkpoints) != sorted(set(args.checkpoints)) or args.checkpoints[0] < 1:
+        parser.error(
+            f"--checkpoints: give distinct positive trial counts in ascending order, not {args.checkpoints}"
+        )
     args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
     args.seeds = args.seeds or ([0] if args.quick else list(SEEDS))
     study_arms = DEV_ARMS if args.dev else ARMS
@@ -493,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"{path} studies the operators of other networks or kinds ({studied}; kinds "
             f"{report.get('kinds') or 'all'}): pass --report-name to start a report of its own"
+        )
+    if report is not None and report.get("checkpoints") != list(args.checkpoints):
+        raise SystemExit(
+            f"{path} takes its picks after {report.get('checkpoints')} trials, not {list(args.checkpoints)}: "
+            "pass --report-name to start a report of its own"
         )
     if report is not None and report.get("seeds") != args.seeds:
         print(f"{path} holds other seeds ({report.get('seeds')}): measuring every operator again", flush=True)

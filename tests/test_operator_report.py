@@ -104,3 +104,11 @@ def test_the_noise_study_compares_each_runs_pick_with_the_fastest_it_had_measure
     assert after_one == pytest.approx({"noise_loss": 1.0, "ratio": 0.25, "ratio_noise_free": 0.5})
     assert after_two == pytest.approx({"noise_loss": 2.0, "ratio": 0.5, "ratio_noise_free": 0.5})
     assert figures[BASELINE]["2"]["noise_loss"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("checkpoints", [["64", "16"], ["16", "16", "64"], ["0", "64"]])
+def test_checkpoints_must_be_distinct_positive_and_ascending(checkpoints, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        report_module.main(["--dev", "--checkpoints", *checkpoints])
+    assert exit_info.value.code == 2
+    assert "--checkpoints: give distinct positive trial counts in ascending order" in capsys.readouterr().err
