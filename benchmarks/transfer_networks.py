@@ -295,11 +295,8 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
         target=target,
         options=options,
         search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
-        transfer_pack=pack if uses_pack else None,
-        refine_from_pack=uses_pack and policy.refine_exact,
-        tasks_by_work=uses_pack and policy.tasks_by_work,
-        task_scheduler=policy.task_scheduler if uses_pack else "gradient",
-        first_round_share=policy.first_round_share if uses_pack else None,
+        # TVM alone: no pack, so MetaSchedule's own task order and scheduler, whatever the policy.
+        **(policy or DEFAULT_POLICY).network_tuning(pack if uses_pack else None),
     )
     rounds = read_rounds(work_dir)
     guarded = isinstance(cost_model, GuardedCostModel)

@@ -113,8 +113,7 @@ def first_round_batch(
     ``share`` of them (``None``: the scheduler's :data:`FIRST_ROUND_SHARE`; at least one candidate). A
     task the first round never reaches keeps TVM's unscheduled lowering, far slower than any tuned
     schedule."""
-    default = FIRST_ROUND_SHARE[_known(name)]
-    share = default if share is None else share
+    share = FIRST_ROUND_SHARE[_known(name)] if share is None else share
     if not 0.0 < share <= 1.0:
         raise ValueError(f"first-round share must be in (0, 1], got {share}")
     return max(1, min(trials_per_iter, int(remaining * share) // max(tasks, 1)))

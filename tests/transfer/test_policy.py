@@ -49,6 +49,25 @@ def test_with_a_pack_the_cli_tunes_under_its_model_guarded_and_without_as_tvm_do
     assert type(online.online_).__name__ == "XGBModel"
 
 
+def test_a_networks_run_shares_its_budget_as_the_policy_says_with_a_pack_and_as_tvm_does_without(pack):
+    policy = TransferPolicy(task_scheduler="weighted-share", first_round_share=1.0, refine_exact=False)
+    assert policy.network_tuning(pack) == {
+        "transfer_pack": pack,
+        "refine_from_pack": False,
+        "tasks_by_work": True,
+        "task_scheduler": "weighted-share",
+        "first_round_share": 1.0,
+    }
+    assert policy.network_tuning(None) == {
+        "transfer_pack": None,
+        "refine_from_pack": False,
+        "tasks_by_work": False,
+        "task_scheduler": "gradient",
+        "first_round_share": None,
+    }
+    assert DEFAULT_POLICY.network_tuning(pack)["refine_from_pack"]  # exact matches tuned on by default
+
+
 def test_a_policy_uses_only_the_parts_it_names(pack):
     options = TuneOptions(trials_per_iter=4)
     model_only = TransferPolicy(seed_search=False, measure_other_targets=False)

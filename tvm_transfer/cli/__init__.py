@@ -223,11 +223,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
             selection=selection,
             search_strategy=_search_strategy(args, _options(args)),
             layout_free=not args.no_layout_rewrite,
-            transfer_pack=pack,
-            refine_from_pack=DEFAULT_POLICY.refine_exact,
-            tasks_by_work=pack is not None and DEFAULT_POLICY.tasks_by_work,
-            task_scheduler=DEFAULT_POLICY.task_scheduler if pack is not None else "gradient",
-            first_round_share=DEFAULT_POLICY.first_round_share if pack is not None else None,
+            **DEFAULT_POLICY.network_tuning(pack),
         )
 
 

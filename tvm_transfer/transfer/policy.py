@@ -131,6 +131,19 @@ class TransferPolicy:
         parts = [label for label, on in ((model, self.pretrained_model), ("seeds", self.seed_search)) if on]
         return "+".join(parts) or "none"
 
+    def network_tuning(self, pack: TransferPack | None) -> dict:
+        """``tune_network``'s keyword arguments for how a network's run uses ``pack``: the pack itself, its
+        exact matches refined, the first round's task order, the task scheduler and its first round's
+        share; without a pack, MetaSchedule's own (extraction order, the gradient scheduler)."""
+        uses_pack = pack is not None
+        return {
+            "transfer_pack": pack,
+            "refine_from_pack": uses_pack and self.refine_exact,
+            "tasks_by_work": uses_pack and self.tasks_by_work,
+            "task_scheduler": self.task_scheduler if uses_pack else "gradient",
+            "first_round_share": self.first_round_share if uses_pack else None,
+        }
+
     def cost_model(
         self, pack: TransferPack | None, online: str | ms.CostModel | None = None, seed: int = 0
     ) -> str | ms.CostModel:
