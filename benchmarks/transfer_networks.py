@@ -62,7 +62,7 @@ its work dir as above: the effect of a change of the compiler alone (e.g. ``--re
 same schedules. Retimed points are marked with the tag and keep only their new timing; the retime resumes.
 
 ``--reach`` measures the trials each arm needs to reach TVM alone's latency at the largest budget side by
-side: per network and seed, every other arm at every smaller budget and no-transfer at the largest are
+side: per network and seed, every other arm at every budget and no-transfer at the largest one are
 built as they stood (first records, as above) and timed together in the same interleaved rounds, topped up
 to ``--timing-runs`` such runs (fastest kept, resumable). The table's points are timed at different times,
 and the records' sums carry the host's speed when each best was measured; only builds timed together
@@ -501,9 +501,10 @@ def _reach(report: dict, work_root: Path, target, args, save) -> None:
             builds = _reach_builds(report, network, seed)
             if not builds:
                 continue
+            counts = {label: count for label, (_, count) in builds.items()}
             entry = report.setdefault("reach", {}).setdefault(network, {}).setdefault(str(seed), {})
-            if entry.get("builds") != {label: count for label, (_, count) in builds.items()}:
-                entry.update(builds={label: count for label, (_, count) in builds.items()}, timings=[])
+            if entry.get("builds") != counts:  # tuned on since: the earlier timings are of other builds
+                entry.update(builds=counts, timings=[])
             while len(entry["timings"]) < args.timing_runs:
                 print(
                     f"\n== {network}, seed {seed}: side by side, timing run {len(entry['timings']) + 1} "
@@ -536,20 +537,20 @@ def _reach_line(report: dict, network: str) -> str:
     for seed, entry in sorted((report.get("reach") or {}).get(network, {}).items(), key=lambda e: int(e[0])):
         if not entry.get("timings"):
             continue
-        fastest = _fastest(entry["timings"])
         bar_label = next(label for label in entry["builds"] if label.startswith("no-transfer@"))
+        fastest = _fastest(entry["timings"])
         bar = fastest[bar_label]["ms"]
         if not bar:
             continue
-        cells, reached = [], {}
-        for label in entry["builds"]:
-            arm, budget = label.rsplit("@", 1)
-            ms = fastest[label]["ms"]
-            cells.append(f"{label} {ms:.3f} ms ({ms / bar:.3f})" if ms else f"{label} failed")
-            if arm != "no-transfer" and ms and ms <= bar * NOISE:
-                reached.setdefault(arm, int(budget))
-        arms = [a for a in report["arms"] if a != "no-transfer"]
-        summary = ", ".join(f"{arm} {reached.get(arm, 'not reached')}" for arm in arms)
+        cells = [
+            f"{label} {ms:.3f} ms ({ms / bar:.3f})" if (ms := fastest[label]["ms"]) else f"{label} failed"
+            for label in entry["builds"]
+        ]
+        each_run = [_reached_beside(report, run["latency"], bar_label) for run in entry["timings"]]
+        summary = ", ".join(
+            f"{arm} {budget} (per timing run: {', '.join(str(r[arm]) for r in each_run)})"
+            for arm, budget in _reached_beside(report, fastest, bar_label).items()
+        )
         runs, stolen = len(entry["timings"]), _stolen([{"timings": entry["timings"]}])
         lines.append(
             f"Side by side (`--reach`), seed {seed}: every budget built as it stood and timed beside "
@@ -558,6 +559,22 @@ def _reach_line(report: dict, network: str) -> str:
             f"{bar_label}: {'; '.join(cells)}. Smallest budget within {NOISE:.2f}x: {summary}."
         )
     return "\n\n".join(lines)
+
+
+def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, int | str]:
+    """Per arm other than no-transfer, the smallest budget of the ``--reach`` builds' ``latency`` (label
+    -> ``{"ms"}``) within :data:`NOISE` of ``bar_label``'s (``"not reached"`` otherwise)."""
+    bar = latency[bar_label]["ms"]
+    reached: dict[str, int | str] = {a: "not reached" for a in report["arms"] if a != "no-transfer"}
+    timed = sorted(
+        (int(budget), arm, latency[label]["ms"])
+        for label in latency
+        for arm, budget in [label.rsplit("@", 1)]
+    )
+    for budget, arm, ms in timed:
+        if reached.get(arm) == "not reached" and bar and ms and ms <= bar * NOISE:
+            reached[arm] = budget
+    return reached
 
 
 def _geomean(values: list[float]) -> float:
