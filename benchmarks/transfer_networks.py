@@ -61,6 +61,13 @@ side as before. A redone point says so (``redone``: the arm, with ``@tag`` for a
 its work dir as above: the effect of a change of the compiler alone (e.g. ``--retime fast-math``) on the
 same schedules. Retimed points are marked with the tag and keep only their new timing; the retime resumes.
 
+``--reach`` measures the trials each arm needs to reach TVM alone's latency at the largest budget side by
+side: per network and seed, every other arm at every budget and no-transfer at the largest one are
+built as they stood (first records, as above) and timed together in the same interleaved rounds, topped up
+to ``--timing-runs`` such runs (fastest kept, resumable). The table's points are timed at different times,
+and the records' sums carry the host's speed when each best was measured; only builds timed together
+compare within the noise band.
+
 A point's latency is the fastest of ``--timing-runs`` independent timing runs of the same schedules (each
 builds every arm afresh and times all of them, with the references, in interleaved rounds): on a shared
 machine the same builds time several percent apart from one run to the next, as its speed changes, so
@@ -464,6 +471,112 @@ def _retime(report: dict, tag: str, arms: dict, work_root: Path, target, args, s
         save()
 
 
+def _reach_builds(report: dict, network: str, seed: int) -> dict[str, tuple[str, int]]:
+    """The builds of ``--reach`` for ``network`` and ``seed``: label ``ARM@BUDGET`` -> (arm, records as it
+    stood then) for every other arm at every budget up to the largest one reached, and the no-transfer arm
+    at that budget (``{}`` before any point)."""
+    points = sorted((p for p in report["points"] if p["network"] == network and _seed(p) == seed), key=_order)
+    if not points or "no-transfer" not in points[-1]["arms"]:
+        return {}
+    last = points[-1]
+
+    def stood(point: dict, arm: str) -> int:
+        return point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"]
+
+    builds = {
+        f"{arm}@{p['budget']}": (arm, stood(p, arm))
+        for p in points
+        for arm in report["arms"]
+        if arm != "no-transfer" and _tuned(p, arm)
+    }
+    builds[f"no-transfer@{last['budget']}"] = ("no-transfer", stood(last, "no-transfer"))
+    return builds
+
+
+def _reach(report: dict, work_root: Path, target, args, save) -> None:
+    """Time every arm at every budget beside no-transfer at the largest one, in the same interleaved
+    rounds, until each network and seed has ``args.timing_runs`` such runs (see the module docstring)."""
+    for network in report["networks"]:
+        for seed in report["seeds"]:
+            builds = _reach_builds(report, network, seed)
+            if not builds:
+                continue
+            counts = {label: count for label, (_, count) in builds.items()}
+            entry = report.setdefault("reach", {}).setdefault(network, {}).setdefault(str(seed), {})
+            if entry.get("builds") != counts:  # tuned on since: the earlier timings are of other builds
+                entry.update(builds=counts, timings=[])
+            while len(entry["timings"]) < args.timing_runs:
+                print(
+                    f"\n== {network}, seed {seed}: side by side, timing run {len(entry['timings']) + 1} "
+                    f"of {args.timing_runs}",
+                    flush=True,
+                )
+                root = _network_root(work_root, network, seed)
+                with tempfile.TemporaryDirectory() as views, StolenCpu() as stolen:
+                    dirs = {
+                        label: _first_records(root / arm, count, Path(views) / label)
+                        for label, (arm, count) in builds.items()
+                    }
+                    latency = time_work_dirs(network, dirs, target, args.rounds, references=False)
+                entry["timings"].append(
+                    {
+                        "latency": latency,
+                        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                        "commit": git_commit(short=True),
+                        "cpu_stolen": stolen.share,
+                    }
+                )
+                save()
+
+
+def _reach_line(report: dict, network: str) -> str:
+    """The Markdown lines of ``--reach`` for ``network``: per seed, every build's latency (the fastest of
+    its timing runs) over no-transfer's at the largest budget, and each arm's smallest budget within
+    :data:`NOISE` of it (empty when not timed)."""
+    lines = []
+    for seed, entry in sorted((report.get("reach") or {}).get(network, {}).items(), key=lambda e: int(e[0])):
+        if not entry.get("timings"):
+            continue
+        bar_label = next(label for label in entry["builds"] if label.startswith("no-transfer@"))
+        fastest = _fastest(entry["timings"])
+        bar = fastest[bar_label]["ms"]
+        if not bar:
+            continue
+        cells = [
+            f"{label} {ms:.3f} ms ({ms / bar:.3f})" if (ms := fastest[label]["ms"]) else f"{label} failed"
+            for label in entry["builds"]
+        ]
+        each_run = [_reached_beside(report, run["latency"], bar_label) for run in entry["timings"]]
+        summary = ", ".join(
+            f"{arm} {budget} (per timing run: {', '.join(str(r[arm]) for r in each_run)})"
+            for arm, budget in _reached_beside(report, fastest, bar_label).items()
+        )
+        runs, stolen = len(entry["timings"]), _stolen([{"timings": entry["timings"]}])
+        lines.append(
+            f"Side by side (`--reach`), seed {seed}: every budget built as it stood and timed beside "
+            f"no-transfer at its largest budget in {report['rounds']} interleaved rounds, the fastest of "
+            f"{runs} timing run(s) (CPU stolen % per run: {stolen}); in brackets the ratio to "
+            f"{bar_label}: {'; '.join(cells)}. Smallest budget within {NOISE:.2f}x: {summary}."
+        )
+    return "\n\n".join(lines)
+
+
+def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, int | str]:
+    """Per arm other than no-transfer, the smallest budget of the ``--reach`` builds' ``latency`` (label
+    -> ``{"ms"}``) within :data:`NOISE` of ``bar_label``'s (``"not reached"`` otherwise)."""
+    bar = latency[bar_label]["ms"]
+    reached: dict[str, int | str] = {a: "not reached" for a in report["arms"] if a != "no-transfer"}
+    timed = sorted(
+        (int(budget), arm, latency[label]["ms"])
+        for label in latency
+        for arm, budget in [label.rsplit("@", 1)]
+    )
+    for budget, arm, ms in timed:
+        if reached.get(arm) == "not reached" and bar and ms and ms <= bar * NOISE:
+            reached[arm] = budget
+    return reached
+
+
 def _geomean(values: list[float]) -> float:
     return float(gmean(values))
 
@@ -674,6 +787,9 @@ def _markdown(report: dict) -> str:
         by_records = _reached_by_records_line(report, network)
         if by_records:
             lines.append(f"\n{by_records}")
+        reach = _reach_line(report, network)
+        if reach:
+            lines.append(f"\n{reach}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -831,6 +947,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TAG",
         help="build and time every point again without tuning (e.g. after a compiler change), under TAG",
     )
+    parser.add_argument(
+        "--reach",
+        action="store_true",
+        help="time every arm at every budget beside no-transfer at the largest one, in the same rounds "
+        "(the trials to reach it, side by side; --timing-runs such runs)",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
@@ -883,6 +1005,8 @@ def main(argv: list[str] | None = None) -> int:
         _redo(report, args.redo_arm, args.redo_tag, arms, pack, work_root, target, args, save)
     elif args.retime:
         _retime(report, args.retime, arms, work_root, target, args, save)
+    elif args.reach:
+        _reach(report, work_root, target, args, save)
     elif not args.report_only:
         done = {(p["network"], p["budget"], _seed(p)) for p in report["points"]}
         # Budget by budget over the networks and seeds, so that a run stopped early has every network's
@@ -902,7 +1026,7 @@ def main(argv: list[str] | None = None) -> int:
             save()
     if args.report_only:
         save()
-    else:
+    elif not args.reach:
         _time_again(report, arms, work_root, target, args, save)
     return 0
 

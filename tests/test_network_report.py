@@ -171,3 +171,41 @@ def test_the_report_counts_the_points_timed_with_re_picked_builds():
     as_measured["latency"]["transfer"].update(repicked=4, repick_changed=1)  # one arm only: not counted
     line = report_module._repicked_line([repicked, as_measured], ["no-transfer", "transfer"])
     assert line.endswith(": 1 of 2 points.")
+
+
+def test_side_by_side_reach_builds_every_budget_beside_the_last_no_transfer():
+    report = _report([_point(50, 0, 90.0, 150.0), _point(400, 0, 60.0, 70.0), _point(2000, 0, 50.0, 55.0)])
+    report["points"][1]["arms"]["transfer"]["from_pack"] = 3  # applied records precede the trials
+    builds = report_module._reach_builds(report, "net", 0)
+    assert builds == {
+        "transfer@50": ("transfer", 50),
+        "transfer@400": ("transfer", 403),
+        "transfer@2000": ("transfer", 2000),
+        "no-transfer@2000": ("no-transfer", 2000),
+    }
+    assert report_module._reach_builds(report, "net", 1) == {}
+
+
+def test_side_by_side_reach_takes_each_builds_fastest_run_and_the_first_budget_within_noise():
+    # Labels come back from the timing in any order: budgets compare as numbers, not as text.
+    report = _report([_point(b, 0, 1.0, 1.0) for b in (50, 400, 2000)])
+    report["rounds"] = 5
+    run = {"transfer@2000": 49.0, "transfer@400": 52.0, "transfer@50": 80.0, "no-transfer@2000": 50.0}
+    slow = {label: {"ms": 1.2 * ms} for label, ms in run.items()}
+    slow["transfer@400"] = {"ms": 51.4}  # within 1.03 of the bar in its fastest run only
+    report["reach"] = {
+        "net": {
+            "0": {
+                "builds": dict.fromkeys(run, 0),
+                "timings": [{"latency": {k: {"ms": v} for k, v in run.items()}}, {"latency": slow}],
+            }
+        }
+    }
+    line = report_module._reach_line(report, "net")
+    assert "transfer@400 51.400 ms (1.028)" in line
+    assert "transfer@50 80.000 ms (1.600)" in line
+    # The slow run's bar is slow too: against it 400 trials reach; the first run reaches only at 2000.
+    assert line.endswith("Smallest budget within 1.03x: transfer 400 (per timing run: 2000, 400).")
+    run["transfer@400"] = 60.0
+    report["reach"]["net"]["0"]["timings"] = [{"latency": {k: {"ms": v} for k, v in run.items()}}]
+    assert report_module._reach_line(report, "net").endswith("transfer 2000 (per timing run: 2000).")
