@@ -350,11 +350,14 @@ def _as_they_stood(
     return {
         arm: network_root / arm
         if arm in fresh
-        else _first_records(
-            network_root / arm, point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"], views / arm
-        )
+        else _first_records(network_root / arm, _held(point, arm), views / arm)
         for arm in arms
     }
+
+
+def _held(point: dict, arm: str) -> int:
+    """The records ``arm``'s work dir held at ``point``'s budget: the pack's applied ones, then its trials."""
+    return point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"]
 
 
 def _time_point(
@@ -375,18 +378,24 @@ def _time_point(
         root = _network_root(work_root, network, _seed(point))
         dirs = _as_they_stood(point, arms, root, Path(views), fresh)
         references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
-        with StolenCpu() as stolen:
-            latency = time_work_dirs(network, dirs, target, rounds, references)
-    finished = time.strftime("%Y-%m-%d %H:%M:%S")
-    timing = {
-        "latency": latency,
-        "finished": finished,
-        "commit": git_commit(short=True),
-        "cpu_stolen": stolen.share,
-    }
+        timing = _timing_run(network, dirs, target, rounds, references)
     point["timings"] = [*_timings(point), timing] if again else [timing]
     point["latency"] = _fastest(point["timings"])
     point["finished"], point["commit"] = timing["finished"], timing["commit"]
+
+
+def _timing_run(network: str, dirs: dict[str, Path], target, rounds: int, references: bool) -> dict:
+    """One timing run of the builds of ``dirs`` (label -> work dir): their ``latency``
+    (:func:`~benchmarks.transfer_common.time_work_dirs`), when it ``finished``, the ``commit`` and the share
+    of CPU time stolen by the hypervisor meanwhile (``cpu_stolen``)."""
+    with StolenCpu() as stolen:
+        latency = time_work_dirs(network, dirs, target, rounds, references)
+    return {
+        "latency": latency,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "commit": git_commit(short=True),
+        "cpu_stolen": stolen.share,
+    }
 
 
 def _timings(point: dict) -> list[dict]:
@@ -479,17 +488,13 @@ def _reach_builds(report: dict, network: str, seed: int) -> dict[str, tuple[str,
     if not points or "no-transfer" not in points[-1]["arms"]:
         return {}
     last = points[-1]
-
-    def stood(point: dict, arm: str) -> int:
-        return point["arms"][arm]["trials"] + point["arms"][arm]["from_pack"]
-
     builds = {
-        f"{arm}@{p['budget']}": (arm, stood(p, arm))
+        f"{arm}@{p['budget']}": (arm, _held(p, arm))
         for p in points
         for arm in report["arms"]
         if arm != "no-transfer" and _tuned(p, arm)
     }
-    builds[f"no-transfer@{last['budget']}"] = ("no-transfer", stood(last, "no-transfer"))
+    builds[f"no-transfer@{last['budget']}"] = ("no-transfer", _held(last, "no-transfer"))
     return builds
 
 
@@ -512,20 +517,12 @@ def _reach(report: dict, work_root: Path, target, args, save) -> None:
                     flush=True,
                 )
                 root = _network_root(work_root, network, seed)
-                with tempfile.TemporaryDirectory() as views, StolenCpu() as stolen:
+                with tempfile.TemporaryDirectory() as views:
                     dirs = {
                         label: _first_records(root / arm, count, Path(views) / label)
                         for label, (arm, count) in builds.items()
                     }
-                    latency = time_work_dirs(network, dirs, target, args.rounds, references=False)
-                entry["timings"].append(
-                    {
-                        "latency": latency,
-                        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                        "commit": git_commit(short=True),
-                        "cpu_stolen": stolen.share,
-                    }
-                )
+                    entry["timings"].append(_timing_run(network, dirs, target, args.rounds, references=False))
                 save()
 
 
