@@ -544,11 +544,12 @@ def _reach_line(report: dict, network: str) -> str:
             for label in entry["builds"]
         ]
         each_run = [_reached_beside(report, run["latency"], bar_label) for run in entry["timings"]]
+        per_run = {arm: ", ".join(_budget_text(r[arm]) for r in each_run) for arm in each_run[0]}
         summary = ", ".join(
-            f"{arm} {budget} (per timing run: {', '.join(str(r[arm]) for r in each_run)})"
+            f"{arm} {_budget_text(budget)} (per timing run: {per_run[arm]})"
             for arm, budget in _reached_beside(report, fastest, bar_label).items()
         )
-        runs, stolen = len(entry["timings"]), _stolen([{"timings": entry["timings"]}])
+        runs, stolen = len(entry["timings"]), _stolen(entry["timings"])
         lines.append(
             f"Side by side (`--reach`), seed {seed}: every budget built as it stood and timed beside "
             f"no-transfer at its largest budget in {report['rounds']} interleaved rounds, the fastest of "
@@ -558,20 +559,31 @@ def _reach_line(report: dict, network: str) -> str:
     return "\n\n".join(lines)
 
 
-def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, int | str]:
+def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, int | None]:
     """Per arm other than no-transfer, the smallest budget of the ``--reach`` builds' ``latency`` (label
-    -> ``{"ms"}``) within :data:`NOISE` of ``bar_label``'s (``"not reached"`` otherwise)."""
-    bar = latency[bar_label]["ms"]
-    reached: dict[str, int | str] = {a: "not reached" for a in report["arms"] if a != "no-transfer"}
-    timed = sorted(
-        (int(budget), arm, latency[label]["ms"])
+    -> ``{"ms"}``) within :data:`NOISE` of ``bar_label``'s (``None``: not reached)."""
+    builds = [
+        (arm, int(budget), latency[label]["ms"])
         for label in latency
         for arm, budget in [label.rsplit("@", 1)]
-    )
-    for budget, arm, ms in timed:
-        if reached.get(arm) == "not reached" and bar and ms and ms <= bar * NOISE:
-            reached[arm] = budget
-    return reached
+    ]
+    return {
+        arm: _first_within([(budget, ms) for a, budget, ms in builds if a == arm], latency[bar_label]["ms"])
+        for arm in report["arms"]
+        if arm != "no-transfer"
+    }
+
+
+def _first_within(latencies: list[tuple[int, float | None]], bar: float | None) -> int | None:
+    """The smallest budget of ``(budget, ms)`` pairs whose latency is within :data:`NOISE` of ``bar`` (ms);
+    ``None`` when none is, or there is no bar. A missing latency (``None``: failed or not timed) never
+    reaches."""
+    hits = [budget for budget, ms in latencies if bar and ms and ms <= bar * NOISE]
+    return min(hits, default=None)
+
+
+def _budget_text(budget: int | None) -> str:
+    return "not reached" if budget is None else str(budget)
 
 
 def _geomean(values: list[float]) -> float:
@@ -606,28 +618,23 @@ def _reached(report: dict, rows: list[dict]) -> dict[str, int | None]:
     if not rows:
         return {}
     goal = rows[-1]["ms"].get("no-transfer")
-    out: dict[str, int | None] = {}
-    for arm in report["arms"]:
-        hits = [r["budget"] for r in rows if goal and (r["ms"].get(arm) or math.inf) <= goal * NOISE]
-        out[arm] = hits[0] if hits else None
-    return out
+    return {
+        arm: _first_within([(r["budget"], r["ms"].get(arm)) for r in rows], goal) for arm in report["arms"]
+    }
 
 
 def _reached_line(report: dict, network: str, rows: list[dict]) -> str:
     """Per arm, the smallest budget reaching no-transfer's latency at the largest budget: over the
     geometric means of the seeds, then each seed alone (when several reached the largest budget)."""
     seeds = [_seed(p) for p in rows[-1]["points"]]
-
-    def budgets(reached: dict[str, int | None]) -> dict[str, str]:
-        return {arm: str(b) if b is not None else "not reached" for arm, b in reached.items()}
-
-    overall = budgets(_reached(report, rows))
+    overall = {arm: _budget_text(b) for arm, b in _reached(report, rows).items()}
     if len(seeds) > 1:
-        each = [budgets(_reached(report, _rows(report, network, seed))) for seed in seeds]
-        overall = {
-            arm: f"{v} ({', '.join(f'seed {s}: {e[arm]}' for s, e in zip(seeds, each, strict=True))})"
-            for arm, v in overall.items()
+        each = [_reached(report, _rows(report, network, seed)) for seed in seeds]
+        per_seed = {
+            arm: ", ".join(f"seed {s}: {_budget_text(e[arm])}" for s, e in zip(seeds, each, strict=True))
+            for arm in overall
         }
+        overall = {arm: f"{v} ({per_seed[arm]})" for arm, v in overall.items()}
     return ", ".join(f"{arm} {v}" for arm, v in overall.items())
 
 
@@ -680,10 +687,10 @@ def _over_records(points: list[dict], arm: str) -> str:
     return f"{_geomean(ratios):.2f}" if ratios and len(ratios) == len(points) else "-"
 
 
-def _stolen(points: list[dict]) -> str:
+def _stolen(timings: list[dict]) -> str:
     """Each timing run's share of CPU time stolen by the hypervisor, in percent (``-`` where not
     recorded)."""
-    shares = [t.get("cpu_stolen") for p in points for t in _timings(p)]
+    shares = [t.get("cpu_stolen") for t in timings]
     return ", ".join("-" if share is None else f"{100 * share:.0f}" for share in shares)
 
 
@@ -739,7 +746,7 @@ def _markdown(report: dict) -> str:
             over_records = ", ".join(_over_records(row["points"], arm) for arm in arms)
             lines.append(
                 f"| {row['budget']} | {cells} | {seeds} | {trials} | {from_pack} | {runs} | {over_records} "
-                f"| {_stolen(row['points'])} |"
+                f"| {_stolen([t for p in row['points'] for t in _timings(p)])} |"
             )
         redone = sorted({(a, _seed(p)) for p in points for a in p.get("redone", [])})
         if redone:

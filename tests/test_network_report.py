@@ -101,7 +101,8 @@ def test_timed_over_records_and_stolen_cpu_per_timing_run():
     # An arm without its sum of records (no-transfer here) is not guessed.
     assert report_module._over_records([first, second], "no-transfer") == "-"
     # A point saved before timing runs were kept has one run, without a stolen share.
-    assert report_module._stolen([first, second]) == "17, -"
+    timings = [t for p in (first, second) for t in report_module._timings(p)]
+    assert report_module._stolen(timings) == "17, -"
 
 
 def test_stolen_cpu_is_the_steal_ticks_share_of_all_ticks(tmp_path, monkeypatch):
