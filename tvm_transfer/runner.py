@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import os
 import threading
 import time
@@ -73,18 +74,14 @@ def shared_builder(timeout_sec: float = 60.0) -> PersistentBuilder:
     return builder
 
 
-def shared_local_runner(
-    number: int = 3,
-    repeat: int = 1,
-    min_repeat_ms: int = 50,
-    timeout_sec: float = 30.0,
-    num_threads: int | None = None,
-    cold_caches: bool = False,
-) -> ms.runner.LocalRunner:
-    """The process's :func:`local_runner` with these settings, made on first use and shut down when the
-    process exits (its worker is shared for the reason :func:`shared_builder` gives). A worker killed
-    during one run is restarted by the next measurement (:class:`TimedRunner` restarts it at once)."""
-    return _shared_local_runner(number, repeat, min_repeat_ms, timeout_sec, num_threads, cold_caches)
+def shared_local_runner(**settings) -> ms.runner.LocalRunner:
+    """The process's :func:`local_runner` with ``settings`` (its keyword arguments, defaults filled in),
+    made on first use and shut down when the process exits (its worker is shared for the reason
+    :func:`shared_builder` gives). A worker killed during one run is restarted by the next measurement
+    (:class:`TimedRunner` restarts it at once)."""
+    bound = inspect.signature(local_runner).bind(**settings)
+    bound.apply_defaults()
+    return _shared_local_runner(*bound.args)
 
 
 @functools.cache
