@@ -164,7 +164,8 @@ def _tune(task, contender: str, model_files: dict[str, Path], sampler, target, a
         cost_model = make_cost_model("bilstm", pretrained=model_file, fine_tune_mode=args.mode, **extra)
     else:
         cost_model = make_cost_model(contender, seed=args.seed)
-    with tempfile.TemporaryDirectory() as work_dir, measuring_workers() as (builder, runner):
+    builder, runner = measuring_workers()
+    with tempfile.TemporaryDirectory() as work_dir:
         ms.tune_tir(
             mod=task.dispatched[0],
             target=target,

@@ -44,7 +44,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import git_commit, machine_info, write_report
 from tenset_tools.metrics import running_best
-from tvm_transfer.builder import PersistentBuilder, import_tensor_intrin_fast
+from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.callbacks import FailureLog
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.multilevel import MultiLevelCostModel
@@ -97,13 +97,13 @@ class RunOutcome:
         }
 
 
-def tune_once(workload, target, contender: str, seed: int, timeout: float, builder, args) -> RunOutcome:
+def tune_once(workload, target, contender: str, seed: int, timeout: float, args) -> RunOutcome:
     """Tune ``workload`` with ``contender`` for ``args.trials`` trials under a runner timeout (seconds)."""
     model = make_cost_model(contender, seed=seed)
     log = FailureLog()
     start = time.perf_counter()
-    workers = measuring_workers(builder=builder, timeout_sec=timeout, num_threads=host_core_count())
-    with tempfile.TemporaryDirectory() as work_dir, workers as (builder, runner):
+    builder, runner = measuring_workers(timeout_sec=timeout, num_threads=host_core_count())
+    with tempfile.TemporaryDirectory() as work_dir:
         ms.tune_tir(
             mod=workload.prim_func().with_attr("global_symbol", "main"),
             target=target,
@@ -228,30 +228,26 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     import_tensor_intrin_fast()
     target = host_target()
-    builder = PersistentBuilder()
     start = time.perf_counter()
     runs: list[dict] = []
-    try:
-        for name in names:
-            kind, shape, timeout = TASKS[name]
-            timeout = args.timeout or timeout
-            workload = make_workload(kind, shape)
-            for i, seed in enumerate(args.seeds):
-                order = CONTENDERS[i % 3 :] + CONTENDERS[: i % 3]  # rotate: same load for every contender
-                for contender in order:
-                    outcome = tune_once(workload, target, contender, seed, timeout, builder, args)
-                    row = {"task": name, "seed": seed, "timeout": timeout, "key": f"{name}/{seed}"}
-                    row.update(outcome.summary())
-                    runs.append(row)
-                    print(
-                        f"{name} seed {seed} {contender}: {row['failures']}/{row['measured']} failed "
-                        f"({row['runner_wall_failing_seconds']:.1f} s), "
-                        f"best {row['best_seconds'] * 1e3:.2f} ms, "
-                        f"rejected {row['rejected_by_validity_head']}, {row['tuning_wall_seconds']:.0f} s",
-                        flush=True,
-                    )
-    finally:
-        builder.shutdown()
+    for name in names:
+        kind, shape, timeout = TASKS[name]
+        timeout = args.timeout or timeout
+        workload = make_workload(kind, shape)
+        for i, seed in enumerate(args.seeds):
+            order = CONTENDERS[i % 3 :] + CONTENDERS[: i % 3]  # rotate: same load for every contender
+            for contender in order:
+                outcome = tune_once(workload, target, contender, seed, timeout, args)
+                row = {"task": name, "seed": seed, "timeout": timeout, "key": f"{name}/{seed}"}
+                row.update(outcome.summary())
+                runs.append(row)
+                print(
+                    f"{name} seed {seed} {contender}: {row['failures']}/{row['measured']} failed "
+                    f"({row['runner_wall_failing_seconds']:.1f} s), "
+                    f"best {row['best_seconds'] * 1e3:.2f} ms, "
+                    f"rejected {row['rejected_by_validity_head']}, {row['tuning_wall_seconds']:.0f} s",
+                    flush=True,
+                )
     total = summarise(runs)
     report = {
         "benchmark": "multilevel_cpu",

@@ -192,12 +192,11 @@ def _tune(
             "refine_from_pack": policy.refine_exact,
         }
     start = time.perf_counter()
-    # The runner's worker starts inside the timed span, as in a run measuring once.
-    with measuring_workers(target, passes=passes) as (builder, runner):
-        result = tune_network(
-            network, work_dir, tasks=[task], target=target, options=options,
-            measure=Measurement(builder=builder, runner=runner), **parts,
-        )  # fmt: skip
+    builder, runner = measuring_workers(target, passes=passes)
+    result = tune_network(
+        network, work_dir, tasks=[task], target=target, options=options,
+        measure=Measurement(builder=builder, runner=runner), **parts,
+    )  # fmt: skip
     guard = parts["cost_model"]
     weights = [d.weight for d in guard.decisions_] if isinstance(guard, GuardedCostModel) else None
     return {

@@ -48,17 +48,17 @@ def tiny_tune_tir(
     from tvm_transfer.runner import measuring_workers
 
     strategy = strategy or ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=8)
-    with measuring_workers(target, **runner_options) as (builder, runner):
-        return ms.tune_tir(
-            mod=workload.prim_func().with_attr("global_symbol", "main"),
-            target=target,
-            work_dir=str(work_dir),
-            max_trials_global=trials,
-            num_trials_per_iter=trials_per_iter,
-            builder=builder,
-            runner=runner,
-            cost_model=cost_model,
-            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), *callbacks],
-            strategy=strategy,
-            seed=seed,
-        )
+    builder, runner = measuring_workers(target, **runner_options)
+    return ms.tune_tir(
+        mod=workload.prim_func().with_attr("global_symbol", "main"),
+        target=target,
+        work_dir=str(work_dir),
+        max_trials_global=trials,
+        num_trials_per_iter=trials_per_iter,
+        builder=builder,
+        runner=runner,
+        cost_model=cost_model,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), *callbacks],
+        strategy=strategy,
+        seed=seed,
+    )

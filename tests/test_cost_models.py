@@ -43,14 +43,14 @@ def measured(target, matmul, tmp_path_factory):
     """16 real measurements of a 64^3 matmul (candidates and runner results)."""
     context = tune_context(matmul, target)
     candidates = sample_candidates(context, 16)
-    with measuring_workers(number=2, min_repeat_ms=10) as (builder, runner):
-        builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
-        assert all(b.error_msg is None for b in builds)
-        runner_inputs = [
-            ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
-            for b, c in zip(builds, candidates, strict=True)
-        ]
-        results = [f.result() for f in runner.run(runner_inputs)]
+    builder, runner = measuring_workers(target)
+    builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+    assert all(b.error_msg is None for b in builds)
+    runner_inputs = [
+        ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
+        for b, c in zip(builds, candidates, strict=True)
+    ]
+    results = [f.result() for f in runner.run(runner_inputs)]
     assert all(r.error_msg is None for r in results)
     return context, candidates, results
 

@@ -1,7 +1,8 @@
-"""The timed runner. On real measurements: a candidate that runs past the deadline has its worker killed
-and fails saying so, and the next candidate is measured by a fresh worker; with several passes each
-candidate is measured that often, a failed one once. On scripted measurements: which pass is kept, and
-that a run stopped half way hands on what it measured, once."""
+"""The timed runner and the shared workers. On real measurements: a candidate that runs past the deadline
+has its worker killed and fails saying so, and the next candidate is measured by a fresh worker; with
+several passes each candidate is measured that often, a failed one once; the runs of one process share
+their workers, and a worker killed in one run leaves the next one measuring. On scripted measurements:
+which pass is kept, and that a run stopped half way hands on what it measured, once."""
 
 from __future__ import annotations
 
@@ -10,18 +11,20 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.builder import PersistentBuilder
-from tvm_transfer.runner import TimedRunner, evaluator_config, local_runner, runner_seconds
+from tvm_transfer.runner import (
+    TimedRunner,
+    evaluator_config,
+    local_runner,
+    measuring_workers,
+    runner_seconds,
+    shared_builder,
+)
 
 
 def _built_inputs(target, matmul) -> list[ms.runner.RunnerInput]:
     """Runner inputs of two sampled schedules of ``matmul``, built for ``target``."""
     candidates = sample_candidates(tune_context(matmul, target), 2)
-    builder = PersistentBuilder()
-    try:
-        builds = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
-    finally:
-        builder.shutdown()
+    builds = shared_builder().build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     return [
         ms.runner.RunnerInput(b.artifact_path, "cpu", c.args_info)
         for b, c in zip(builds, candidates, strict=True)
@@ -44,6 +47,25 @@ def test_a_measurement_past_the_deadline_is_killed_and_the_next_one_runs(target,
         assert measured.error_msg is None and 0 < runner_seconds(measured) < 1
     finally:
         runner.pool.shutdown()
+
+
+def test_runs_in_one_process_share_workers_and_a_worker_killed_in_one_leaves_the_next_measuring(
+    target, matmul
+):
+    inputs = _built_inputs(target, matmul)
+    first_builder, first = measuring_workers(target, min_repeat_ms=0)
+    second_builder, second = measuring_workers(target, min_repeat_ms=0)
+    assert first_builder is second_builder and first is not second and first.inner is second.inner
+    assert first.pool is not measuring_workers(target, min_repeat_ms=1)[1].pool
+    (before,) = [f.result() for f in first.run(inputs[:1])]
+    worker = next(iter(first.pool._worker_map.values()))._proc.pid
+    first.deadline_sec = 0  # killed as it starts measuring
+    (killed,) = [f.result() for f in first.run(inputs[:1])]
+    assert before.error_msg is None and killed.error_msg.startswith("TimedRunner: no result after 0 s")
+    # A killed job leaves its artifact's unpacked directory behind, so another candidate is measured next.
+    (after,) = [f.result() for f in second.run(inputs[1:])]
+    assert after.error_msg is None and 0 < runner_seconds(after) < 1
+    assert next(iter(second.pool._worker_map.values()))._proc.pid != worker
 
 
 @derived_object

@@ -1,14 +1,15 @@
-"""Runner settings shared by every tuning run, collection and benchmark, the builder and runner workers of
-a run, and the latency of a run."""
+"""Runner settings shared by every tuning run, collection and benchmark, the builder and runner workers
+that the runs of one process share, and the latency of a run."""
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import functools
+import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -61,7 +62,36 @@ def measuring_threads(target: tvm.target.Target) -> int | None:
     return int(target.attrs.get("num-cores", 0)) or None
 
 
-@contextlib.contextmanager
+@functools.cache
+def shared_builder(timeout_sec: float = 60.0) -> PersistentBuilder:
+    """The process's :class:`~tvm_transfer.builder.PersistentBuilder` with a build limit of ``timeout_sec``
+    seconds, made on first use and shut down when the process exits.
+
+    Every worker process pays TVM's import (seconds of CPU) once; sharing the workers between the runs,
+    re-timings and collections of one process pays it once per process instead of once per run."""
+    builder = PersistentBuilder(timeout_sec=timeout_sec)
+    atexit.register(builder.shutdown)
+    return builder
+
+
+def shared_local_runner(**settings) -> ms.runner.LocalRunner:
+    """The process's :func:`local_runner` with ``settings`` (its keyword arguments, defaults filled in),
+    made on first use and shut down when the process exits (its worker is shared for the reason
+    :func:`shared_builder` gives). A worker killed during one run is restarted by the next measurement
+    (:class:`TimedRunner` restarts it at once)."""
+    bound = inspect.signature(local_runner).bind(**settings)
+    bound.apply_defaults()
+    return _shared_local_runner(*bound.args)
+
+
+@functools.cache
+def _shared_local_runner(*settings) -> ms.runner.LocalRunner:
+    # Cached on the settings in :func:`local_runner`'s order, however the caller spelled them.
+    runner = local_runner(*settings)
+    atexit.register(runner.pool.shutdown)
+    return runner
+
+
 def measuring_workers(
     target: tvm.target.Target | None = None,
     *,
@@ -69,27 +99,18 @@ def measuring_workers(
     runner: ms.runner.Runner | None = None,
     passes: int = 1,
     **runner_options,
-) -> Iterator[tuple[ms.builder.Builder, ms.runner.Runner]]:
-    """The builder and runner of one run, as ``(builder, runner)``: ``builder`` and ``runner`` when given
-    (the caller's, left running), else a fresh :class:`~tvm_transfer.builder.PersistentBuilder` and a
-    :class:`TimedRunner` measuring each candidate ``passes`` times with a :func:`local_runner`
-    (``runner_options``; ``num_threads`` defaults to :func:`measuring_threads` of ``target``). The workers
-    made here are shut down on exit, however the block ends, so that no worker process outlives the run."""
-    made_builder = builder is None
-    made_runner = runner is None
-    if made_builder:
-        builder = PersistentBuilder()
-    if made_runner:
+) -> tuple[ms.builder.Builder, ms.runner.Runner]:
+    """The builder and runner of one run, as ``(builder, runner)``: ``builder`` and ``runner`` when given,
+    else the :func:`shared_builder` and a fresh :class:`TimedRunner` measuring each candidate ``passes``
+    times on the :func:`shared_local_runner` of ``runner_options`` (``num_threads`` defaults to
+    :func:`measuring_threads` of ``target``)."""
+    if builder is None:
+        builder = shared_builder()
+    if runner is None:
         if target is not None:
             runner_options.setdefault("num_threads", measuring_threads(target))
-        runner = TimedRunner(local_runner(**runner_options), passes=passes)
-    try:
-        yield builder, runner
-    finally:
-        if made_builder:
-            builder.shutdown()
-        if made_runner:
-            runner.pool.shutdown()
+        runner = TimedRunner(shared_local_runner(**runner_options), passes=passes)
+    return builder, runner
 
 
 def runner_seconds(result: ms.runner.RunnerResult) -> float:
@@ -185,7 +206,7 @@ class TimedRunner(ms.runner.PyRunner):
 
     @property
     def pool(self):
-        """The local runner's worker pool (``shutdown()`` it when done)."""
+        """The local runner's worker pool (``shutdown()`` it when done, unless it is a shared runner's)."""
         return self.inner.pool
 
     def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:

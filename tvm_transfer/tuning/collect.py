@@ -39,9 +39,8 @@ from tenset_tools.metaschedule import (
     task_id_of_mod,
     write_sidecar,
 )
-from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.networks import model_slug
-from tvm_transfer.runner import evaluator_config, local_runner
+from tvm_transfer.runner import evaluator_config, shared_builder, shared_local_runner
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import Measurement, TuneOptions
@@ -194,7 +193,7 @@ def collect(
     options = options or TuneOptions(trials_per_iter=8, population_size=64)
     jobs = plan(networks, targets, budget, Path(work_dir))
     missing = {job: max(job.trials - job.measured(), 0) for job in jobs}
-    builder = PersistentBuilder()
+    builder = shared_builder()
     bar = tqdm(total=sum(missing.values()), unit="measurement", desc="collect", disable=not progress)
     new = 0
     try:
@@ -202,14 +201,13 @@ def collect(
             if not missing[job]:
                 continue
             bar.set_description(f"collect {job.network} on {job.target.name}")
-            runner = rpc_runner(*rpc) if rpc else local_runner(num_threads=job.target.num_cores)
+            runner = rpc_runner(*rpc) if rpc else shared_local_runner(num_threads=job.target.num_cores)
             try:
                 new += run_job(job, options, cost_model, Measurement(builder, runner, bar), all_tasks)
             finally:
-                # The runner's worker process would otherwise outlive this call (and the process).
-                runner.pool.shutdown()
+                if rpc:  # its worker processes would otherwise outlive this call (and the process)
+                    runner.pool.shutdown()
     finally:
-        builder.shutdown()
         bar.close()
     measured = [job.work_dir for job in jobs if find_databases(job.work_dir)]
     stats = convert_databases(measured, out_file) if out_file and measured else None

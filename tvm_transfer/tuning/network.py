@@ -373,21 +373,18 @@ def _tune_selected(
     start = time.perf_counter()
     tune_seconds = transfer_seconds = 0.0
     outcomes: list[TransferOutcome] = []
-    workers = measuring_workers(target, builder=measure.builder, runner=measure.runner)
+    builder, runner = measuring_workers(target, builder=measure.builder, runner=measure.runner)
     try:
-        with workers as (builder, runner):
-            shared = dataclasses.replace(measure, builder=builder, runner=runner, progress_bar=bar)
-            new_trials, profile = _tune_each(
-                extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
-            )
-            tune_seconds = time.perf_counter() - start
-            database = open_database(work_dir)
-            records = [records_of(database, task.dispatched[0]) for task in extracted]
-            if selection.transfer:
-                outcomes = _transfer_to_untuned(
-                    extracted, records, database, target, selection, shared, options
-                )
-            transfer_seconds = time.perf_counter() - start - tune_seconds
+        shared = dataclasses.replace(measure, builder=builder, runner=runner, progress_bar=bar)
+        new_trials, profile = _tune_each(
+            extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
+        )
+        tune_seconds = time.perf_counter() - start
+        database = open_database(work_dir)
+        records = [records_of(database, task.dispatched[0]) for task in extracted]
+        if selection.transfer:
+            outcomes = _transfer_to_untuned(extracted, records, database, target, selection, shared, options)
+        transfer_seconds = time.perf_counter() - start - tune_seconds
     finally:
         if measure.progress_bar is None:
             bar.close()

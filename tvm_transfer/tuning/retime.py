@@ -12,9 +12,8 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.common.errors import failure_line
-from tvm_transfer.runner import local_runner, runner_seconds
+from tvm_transfer.runner import runner_seconds, shared_builder, shared_local_runner
 
 __all__ = ["RETIME_BUILD_TIMEOUT", "RETIME_ROUNDS", "retime"]
 
@@ -51,11 +50,9 @@ def retime(
     :func:`tvm_transfer.runner.local_runner` (the tuning run's setting).
     """
     keys = list(mods)
-    builder = PersistentBuilder(timeout_sec=RETIME_BUILD_TIMEOUT)
-    try:
-        built = builder.build([ms.builder.BuilderInput(mods[k], target) for k in keys])
-    finally:
-        builder.shutdown()
+    built = shared_builder(RETIME_BUILD_TIMEOUT).build(
+        [ms.builder.BuilderInput(mods[k], target) for k in keys]
+    )
     for k, b in zip(keys, built, strict=True):
         if b.error_msg is not None:
             log.warning("re-timing %s: the build failed: %s", k, failure_line(b.error_msg))
@@ -64,17 +61,14 @@ def retime(
         for k, b in zip(keys, built, strict=True)
         if b.error_msg is None
     }
-    runner = local_runner(num_threads=num_threads, cold_caches=cold_caches)
+    runner = shared_local_runner(num_threads=num_threads, cold_caches=cold_caches)
     timings: dict[str, list[float]] = {k: [] for k in keys}
     failed: set[str] = set()
-    try:
-        for _ in range(rounds):
-            for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
-                result = future.result()
-                timings[k].append(runner_seconds(result))
-                if result.error_msg and k not in failed:
-                    failed.add(k)
-                    log.warning("re-timing %s: a run failed: %s", k, failure_line(result.error_msg))
-    finally:
-        runner.pool.shutdown()  # its worker processes would outlive the call otherwise
+    for _ in range(rounds):
+        for k, future in zip(inputs, runner.run(list(inputs.values())), strict=True):
+            result = future.result()
+            timings[k].append(runner_seconds(result))
+            if result.error_msg and k not in failed:
+                failed.add(k)
+                log.warning("re-timing %s: a run failed: %s", k, failure_line(result.error_msg))
     return {k: float(np.min(t)) if t else math.inf for k, t in timings.items()}

@@ -173,8 +173,8 @@ def transfer_schedules(
     :func:`block_signature`, closest FLOPs first) contribute their ``candidates`` best records each; the
     replayed candidates are checked (see the module docstring), measured once next to the default
     lowering, and the fastest is committed to ``database`` when it beats the default.
-    ``builder``/``runner`` default to fresh workers of
-    :func:`tvm_transfer.runner.measuring_workers` (shut down here).
+    ``builder``/``runner`` default to the process's shared workers
+    (:func:`tvm_transfer.runner.measuring_workers`).
     """
     sources = []
     for task in tuned:
@@ -183,12 +183,11 @@ def transfer_schedules(
         top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
         if top:
             sources.append(_Source(task, block_signature(mod), estimate_flops(mod), top))
-    with measuring_workers(target, builder=builder, runner=runner) as (builder, runner):
-        outcomes = [
-            _transfer_one(task, sources, database, target, max_sources, builder, runner, seed + index)
-            for index, task in enumerate(untuned)
-        ]
-    return outcomes
+    builder, runner = measuring_workers(target, builder=builder, runner=runner)
+    return [
+        _transfer_one(task, sources, database, target, max_sources, builder, runner, seed + index)
+        for index, task in enumerate(untuned)
+    ]
 
 
 def _flops_distance(a: float, b: float) -> float:

@@ -297,12 +297,13 @@ def _tune_contexts(
                 warm_start(model, ctx, records)
         # TVM's runtime uses half the logical CPUs unless told otherwise (one thread on a 2-vCPU machine):
         # the workers measure on as many threads as the target has cores.
-        workers = measuring_workers(contexts[0].target, builder=measure.builder, runner=measure.runner)
+        builder, runner = measuring_workers(
+            contexts[0].target, builder=measure.builder, runner=measure.runner
+        )
         scheduler, scheduler_callbacks = make_task_scheduler(
             task_scheduler, [best_seconds(r) for r in previous], [len(r) for r in previous]
         )
         with (
-            workers as (builder, runner),
             ms.Profiler() as profiler,
             _default_callbacks(runner, scheduler, database, progress) as default_callbacks,
         ):
