@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 
 #: Networks whose tasks make the corpus: residual, inverted-bottleneck (with squeeze-excitation), RegNet,
-#: ConvNeXt and vision-transformer families; three of them also at a smaller input size, and ViT-B also in
-#: patches of 32 (other shapes: a transformer's sequence length is its image's patch count plus one).
+#: ConvNeXt, vision-transformer and language-model families; three of them also at a smaller input size,
+#: and ViT-B also in patches of 32 (other shapes: a transformer's sequence length is its image's patch
+#: count plus one); BERT-large's layer at sequence 128, a language model's power-of-two token count.
 NETWORKS = (
     "torchvision:resnet18",
     "torchvision:resnet50",
@@ -37,6 +38,7 @@ NETWORKS = (
     "torchvision:mobilenet_v2@1,3,160,160",
     "torchvision:vit_b_16@1,3,160,160",
     "torchvision:vit_b_32",
+    "bert_large_layer",
 )
 #: Never in the corpus: an EfficientNet and a BERT-base encoder, one per family a user is likely to bring.
 HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")

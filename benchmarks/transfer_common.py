@@ -4,6 +4,7 @@ timing of compiled work dirs."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Collection
 from pathlib import Path
@@ -37,6 +38,26 @@ def run_context(pack: TransferPack, target: tvm.target.Target) -> dict:
     }
 
 
+def open_also_packs(parser: argparse.ArgumentParser, specs: list[str]) -> dict[str, TransferPack]:
+    """``--also-pack`` values (``LABEL=PATH``) opened: label -> pack."""
+    packs = {}
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        if not label or not path or "@" in label or label in packs:
+            parser.error(f"--also-pack {spec!r}: give LABEL=PATH, a label without '@' used once")
+        packs[label] = TransferPack.open(path)
+    return packs
+
+
+def also_packs_lines(report: dict) -> list[str]:
+    """The Markdown lines naming the pack of each ``ARM@LABEL`` arm of ``report``."""
+    lines = []
+    for label, other in report.get("also_packs", {}).items():
+        used = f"pack `{other['path']}` ({other['describe']})"
+        lines += [f"Arms `<arm>@{label}`: the same policy with {used}.", ""]
+    return lines
+
+
 def pack_context(pack: TransferPack) -> dict:
     """What a report records about a pack: path, summary and creation time (by which a resumed run
     recognises it)."""
@@ -48,15 +69,18 @@ def load_resumable(
     pack: TransferPack,
     target: tvm.target.Target,
     also_packs: dict[str, TransferPack] | None = None,
+    adding: str | None = None,
 ) -> dict | None:
     """The report at ``path`` to resume (``None`` when there is none); refuses one measured for another
     target, or one holding results of another pack, or of other second packs (``also_packs``, label ->
-    pack, recorded under the report's ``also_packs``): a resumed run must add to the same comparison."""
+    pack, recorded under the report's ``also_packs``): a resumed run must add to the same comparison. The
+    second pack labelled ``adding`` may be missing from the report (a run that adds its arms to it)."""
     report = json.loads(path.read_text()) if path.is_file() else None
     if report is None:
         return None
     recorded = {label: other["created"] for label, other in report.get("also_packs", {}).items()}
-    if recorded != {label: other.manifest["created"] for label, other in (also_packs or {}).items()}:
+    given = {label: other.manifest["created"] for label, other in (also_packs or {}).items()}
+    if recorded not in (given, {label: c for label, c in given.items() if label != adding}):
         raise SystemExit(
             f"{path} was measured beside other second packs ({', '.join(recorded) or 'none'}): pass "
             "the same --also-pack, or move the report (and the work dirs tuned with them) away"

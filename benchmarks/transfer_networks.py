@@ -34,7 +34,13 @@ policy with the same policy under the weighted-share task scheduler (``transfer-
 under that scheduler with the gradient scheduler's batch sizes (``transfer-weighted-share-full-batches``:
 ``first_round_share=1.0``), beside TVM alone on the development networks; its no-transfer and transfer
 arms up to 200 trials are the siblings study's, copied (work dirs and points) before each new arm is
-added with ``--redo-arm``.
+added with ``--redo-arm``. ``--dev-default`` is the default policy beside TVM alone on the development
+networks, the one with larger weights included.
+
+``--also-pack LABEL=PATH`` compares packs: every transfer arm is also tuned with the pack at PATH, as arm
+``<arm>@LABEL``, and timed beside the others (the first pack is ``--pack``). ``--redo-arm transfer@LABEL``
+adds that arm to a report measured without the pack, at every budget it holds, beside the other arms as
+they stood: a grown pack is judged against the runs of the pack before it without tuning them again.
 
     nice -n 19 python -m benchmarks.transfer_networks > work/bench_transfer.log 2>&1 &    # resumable
     nice -n 19 python -m benchmarks.transfer_networks --report-name transfer_networks_znver3 ...  # other CPU
@@ -46,6 +52,8 @@ added with ``--redo-arm``.
     nice -n 19 python -m benchmarks.transfer_networks --task-order > work/bench_task_order.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --siblings --timing-runs 2 > work/siblings.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --scheduler --redo-arm transfer-weighted-share ...
+    nice -n 19 python -m benchmarks.transfer_networks --dev-default --pack OLD --also-pack grown=NEW ...
+    nice -n 19 python -m benchmarks.transfer_networks --also-pack grown=NEW --redo-arm transfer@grown ...
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
     python -m benchmarks.transfer_networks --report-only
 
@@ -98,12 +106,15 @@ from pathlib import Path
 from scipy.stats import gmean
 
 from benchmarks.common import StolenCpu, git_commit, network_axes, report_path, save_figure, write_report
-from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
+from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     REFERENCES,
+    also_packs_lines,
     check_held_out,
     check_in_pack,
     load_resumable,
+    open_also_packs,
+    pack_context,
     run_context,
     time_work_dirs,
 )
@@ -261,6 +272,17 @@ STUDIES = {
         },
         pack_holds="absent",
     ),
+    # The default policy beside TVM alone on the development networks, the larger-weights one included;
+    # with --also-pack, the default policy with a second pack too (e.g. the pack grown by a network).
+    "dev-default": Study(
+        "transfer_default_dev",
+        "The default policy (development networks)",
+        "dev-default",
+        (*DEV_NETWORKS, *DEV_LARGE_WEIGHTS),
+        (100, 200, 400),
+        ARMS,
+        pack_holds="absent",
+    ),
     "quick": Study(
         "transfer_networks", "Transfer (smoke run)", "quick", ("bert_tiny_layer",), (8, 16), DEV_ARMS
     ),
@@ -286,6 +308,20 @@ def _seed(point: dict) -> int:
 def _network_root(work_root: Path, network: str, seed: int) -> Path:
     """The folder of ``network``'s arm work dirs tuned with ``seed``."""
     return work_root / (model_slug(network) if seed == 0 else f"{model_slug(network)}-seed{seed}")
+
+
+def _arms_with_packs(
+    arms: dict[str, TransferPolicy | None], pack: TransferPack, also_packs: dict[str, TransferPack]
+) -> tuple[dict[str, TransferPolicy | None], dict[str, TransferPack | None]]:
+    """``arms`` and, for every second pack (label -> pack), each transfer arm again as ``ARM@LABEL``; with
+    each arm's pack (``None`` for TVM alone)."""
+    packs = {arm: pack if policy is not None else None for arm, policy in arms.items()}
+    with_packs = dict(arms)
+    for label, other in also_packs.items():
+        for arm, policy in arms.items():
+            if policy is not None:
+                with_packs[f"{arm}@{label}"], packs[f"{arm}@{label}"] = policy, other
+    return with_packs, packs
 
 
 def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path, target) -> dict:
@@ -446,9 +482,11 @@ def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -
             save()
 
 
-def _redo(report: dict, arm: str, tag: str, arms: dict, pack, work_root: Path, target, args, save) -> None:
-    """Measure ``arm`` again at every named point not yet redone under ``tag``, beside the other arms as
-    they stood at that budget (see the module docstring)."""
+def _redo(
+    report: dict, arm: str, tag: str, arms: dict, arm_packs: dict, work_root: Path, target, args, save
+) -> None:
+    """Measure ``arm`` (tuned with its pack in ``arm_packs``) again at every named point not yet redone under
+    ``tag``, beside the other arms as they stood at that budget (see the module docstring)."""
     mark = arm if tag == "redo" else f"{arm}@{tag}"
     points = _named(report)
     for network, seed in {(p["network"], _seed(p)) for p in points}:
@@ -462,7 +500,7 @@ def _redo(report: dict, arm: str, tag: str, arms: dict, pack, work_root: Path, t
         network, budget, seed = point["network"], point["budget"], _seed(point)
         print(f"\n== {_label(point)}, {arm} again ({tag})", flush=True)
         work_dir = _network_root(work_root, network, seed) / arm
-        point["arms"][arm] = _tune_arm(network, arms[arm], pack, budget, seed, work_dir, target)
+        point["arms"][arm] = _tune_arm(network, arms[arm], arm_packs[arm], budget, seed, work_dir, target)
         _time_point(report, point, arms, work_root, target, args.rounds, fresh={arm})
         point["redone"] = [*point.get("redone", []), mark]
         save()
@@ -721,6 +759,7 @@ def _markdown(report: dict) -> str:
         "CPU time the hypervisor gave other guests during each timing run (- where not recorded).",
         "",
     ]
+    lines += also_packs_lines(report)
     for network in report["networks"]:
         rows = _rows(report, network)
         points = [p for row in rows for p in row["points"]]
@@ -912,6 +951,7 @@ def main(argv: list[str] | None = None) -> int:
         ("task-order", "the default policy's tasks heaviest first against extraction order, dev networks"),
         ("siblings", "the default policy with the other tasks' best schedules in its search, dev networks"),
         ("scheduler", "the default policy with the weighted-share task scheduler, dev networks"),
+        ("dev-default", "the default policy beside TVM alone on development networks (see --also-pack)"),
         ("quick", "smoke run: one small block, two budgets"),
     ):
         studies.add_argument(f"--{flag}", dest="study", action="store_const", const=flag, help=what)
@@ -937,6 +977,14 @@ def main(argv: list[str] | None = None) -> int:
         "--report-name",
         help="results/transfer/<name>.{json,md} (default: the study's); a study on another CPU or pack "
         "gets its own",
+    )
+    parser.add_argument(
+        "--also-pack",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also tune every transfer arm with this pack, as arm ARM@LABEL, timed with the others "
+        "(repeatable; --redo-arm ARM@LABEL adds its arm to a report measured without it)",
     )
     parser.add_argument(
         "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
@@ -965,18 +1013,21 @@ def main(argv: list[str] | None = None) -> int:
     networks = tuple(args.networks.split(",")) if args.networks else study.networks
     budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else study.budgets
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else study.seeds
-    arms = study.arms
     target = host_target()
     mcpu = str(target.attrs.get("mcpu", "host"))
     work_root = Path(args.work_root) / study.folder / mcpu
     pack = TransferPack.open(args.pack)
-    if study.pack_holds in ("this-target", "other-targets"):
-        check_in_pack(pack, networks, target, same_target=study.pack_holds == "this-target")
-    elif not quick:
-        check_held_out(pack, networks, listed=study.pack_holds == "none")
+    also_packs = open_also_packs(parser, args.also_pack)
+    arms, arm_packs = _arms_with_packs(study.arms, pack, also_packs)
+    for checked in (pack, *also_packs.values()):
+        if study.pack_holds in ("this-target", "other-targets"):
+            check_in_pack(checked, networks, target, same_target=study.pack_holds == "this-target")
+        elif not quick:
+            check_held_out(checked, networks, listed=study.pack_holds == "none")
     name = args.report_name or study.name
     path = report_path("transfer", name, ".json", quick)
-    report = None if quick else load_resumable(path, pack, target)
+    adding = (args.redo_arm or "").partition("@")[2] or None  # a redone ARM@LABEL may add its pack
+    report = None if quick else load_resumable(path, pack, target, also_packs, adding=adding)
     if report is None:
         report = {"points": []}
     report.pop("dev", None)  # reports written before studies were named
@@ -993,6 +1044,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "timing_runs": args.timing_runs,
             **run_context(pack, target),
+            "also_packs": {label: pack_context(other) for label, other in also_packs.items()},
         }
     )
 
@@ -1006,7 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(
                 f"--redo-arm: {args.redo_arm!r} is not an arm of {path} ({list(arms)}) or it has no points"
             )
-        _redo(report, args.redo_arm, args.redo_tag, arms, pack, work_root, target, args, save)
+        _redo(report, args.redo_arm, args.redo_tag, arms, arm_packs, work_root, target, args, save)
     elif args.retime:
         _retime(report, args.retime, arms, work_root, target, args, save)
     elif args.reach:
@@ -1022,7 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== {_label(point)}", flush=True)
             root = _network_root(work_root, network, seed)
             point["arms"] = {
-                arm: _tune_arm(network, policy, pack, budget, seed, root / arm, target)
+                arm: _tune_arm(network, policy, arm_packs[arm], budget, seed, root / arm, target)
                 for arm, policy in arms.items()
             }
             _time_point(report, point, arms, work_root, target, args.rounds, fresh=set(arms))

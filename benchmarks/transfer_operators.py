@@ -73,7 +73,14 @@ from scipy.stats import gmean
 
 from benchmarks.common import git_commit, records_in_order, report_path, write_report
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
-from benchmarks.transfer_common import check_held_out, load_resumable, pack_context, run_context
+from benchmarks.transfer_common import (
+    also_packs_lines,
+    check_held_out,
+    load_resumable,
+    open_also_packs,
+    pack_context,
+    run_context,
+)
 from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import measuring_threads, measuring_workers
 from tvm_transfer.target import host_target
@@ -380,9 +387,7 @@ def _markdown(report: dict) -> str:
         "the same baseline.",
         "",
     ]
-    for label, other in report.get("also_packs", {}).items():
-        used = f"pack `{other['path']}` ({other['describe']})"
-        lines += [f"Arms `<arm>@{label}`: the same policy with {used}.", ""]
+    lines += also_packs_lines(report)
     for arm in report["arms"]:
         if len(report["arms"]) > 1:
             lines += [f"## {arm}", ""]
@@ -398,17 +403,6 @@ def _markdown(report: dict) -> str:
     if runs:
         lines += [f"Earlier runs, in this report's JSON under `runs`: {'; '.join(runs)}.", ""]
     return "\n".join(lines + _guard_lines(report))
-
-
-def _also_packs(parser: argparse.ArgumentParser, specs: list[str]) -> dict[str, TransferPack]:
-    """``--also-pack`` values (``LABEL=PATH``) opened: label -> pack."""
-    packs = {}
-    for spec in specs:
-        label, _, path = spec.partition("=")
-        if not label or not path or "@" in label or label in packs:
-            parser.error(f"--also-pack {spec!r}: give LABEL=PATH, a label without '@' used once")
-        packs[label] = TransferPack.open(path)
-    return packs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     target = host_target()
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "host"))
     pack = TransferPack.open(args.pack)
-    also_packs = _also_packs(parser, args.also_pack)
+    also_packs = open_also_packs(parser, args.also_pack)
     if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
         for checked in (pack, *also_packs.values()):
             check_held_out(checked, networks, listed=not args.dev)

@@ -210,3 +210,26 @@ def test_side_by_side_reach_takes_each_builds_fastest_run_and_the_first_budget_w
     run["transfer@400"] = 60.0
     report["reach"]["net"]["0"]["timings"] = [{"latency": {k: {"ms": v} for k, v in run.items()}}]
     assert report_module._reach_line(report, "net").endswith("transfer 2000 (per timing run: 2000).")
+
+
+def test_a_second_pack_tunes_each_transfer_arm_again_and_a_resumed_report_must_hold_the_same_packs(tmp_path):
+    from benchmarks.transfer_common import load_resumable, run_context
+    from tvm_transfer.target import host_target
+    from tvm_transfer.transfer import DEFAULT_PACK
+    from tvm_transfer.transfer.pack import TransferPack
+
+    pack = TransferPack.open(DEFAULT_PACK)
+    arms, packs = report_module._arms_with_packs(report_module.ARMS, pack, {"grown": pack})
+    assert list(arms) == ["no-transfer", "transfer", "transfer@grown"]
+    assert arms["transfer@grown"] is arms["transfer"]
+    assert packs == {"no-transfer": None, "transfer": pack, "transfer@grown": pack}
+
+    target = host_target()
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({**run_context(pack, target), "points": []}))  # measured without it
+    with pytest.raises(SystemExit, match=r"measured beside other second packs \(none\)"):
+        load_resumable(path, pack, target, {"grown": pack})
+    # A redo of one of its arms adds the pack to the report; any other new pack is still refused.
+    assert load_resumable(path, pack, target, {"grown": pack}, adding="grown")["points"] == []
+    with pytest.raises(SystemExit, match="measured beside other second packs"):
+        load_resumable(path, pack, target, {"grown": pack, "other": pack}, adding="grown")

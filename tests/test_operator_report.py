@@ -6,6 +6,7 @@ import math
 import pytest
 
 from benchmarks import transfer_operators as report_module
+from benchmarks.transfer_common import open_also_packs
 
 BASELINE = report_module.BASELINE
 
@@ -82,7 +83,7 @@ def test_kinds_are_chosen_by_their_block_name_or_in_full():
 @pytest.mark.parametrize("spec", ["=work/p", "vit=", "a@b=work/p"])
 def test_a_second_pack_needs_a_plain_label_and_a_path(spec, capsys):
     with pytest.raises(SystemExit):
-        report_module._also_packs(argparse.ArgumentParser(prog="transfer_operators"), [spec])
+        open_also_packs(argparse.ArgumentParser(prog="transfer_operators"), [spec])
     assert "give LABEL=PATH, a label without '@' used once" in capsys.readouterr().err
 
 

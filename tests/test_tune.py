@@ -131,6 +131,7 @@ def test_profile_refuses_fewer_than_one_run_or_warm_call(runs, warm_calls):
         "resnext_block",
         "bert_mini_layer",
         "bert_small_layer",
+        "bert_large_layer",
     ],
 )
 def test_pretraining_networks_compile_untuned_and_match_pytorch(name, target, tmp_path):

@@ -191,4 +191,10 @@ NETWORKS: dict[str, NetworkSpec] = {
     # BERT-small's whole encoder (4 such layers): the same tasks, with weights (50 MB) that outgrow a
     # CPU's last-level cache as a real language model's do, where the layer's alone fit.
     "bert_small": NetworkSpec(partial(BertEncoder, layers=4, hidden=512, heads=8, ffn=2048), (1, 128, 512)),
+    # BERT-large's layer (hidden 1024, 16 heads, feed-forward 4096) at sequence 128, collected into the
+    # corpus: its 24 layers are this one's tasks, and ViT's sequences (197, 101 and 50 tokens) give a dense
+    # layer's token axis no power-of-two tiling to transfer to a language model's.
+    "bert_large_layer": NetworkSpec(
+        partial(BertEncoderLayer, hidden=1024, heads=16, ffn=4096), (1, 128, 1024)
+    ),
 }
