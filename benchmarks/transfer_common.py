@@ -38,6 +38,18 @@ def run_context(pack: TransferPack, target: tvm.target.Target) -> dict:
     }
 
 
+def add_also_pack_argument(parser: argparse.ArgumentParser, more: str = "") -> None:
+    """Add ``--also-pack LABEL=PATH`` (repeatable) to ``parser``; ``more`` ends its help."""
+    parser.add_argument(
+        "--also-pack",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also tune every transfer arm with this pack, as arm ARM@LABEL, timed with the others "
+        f"(repeatable{more})",
+    )
+
+
 def open_also_packs(parser: argparse.ArgumentParser, specs: list[str]) -> dict[str, TransferPack]:
     """``--also-pack`` values (``LABEL=PATH``) opened: label -> pack."""
     packs = {}

@@ -109,6 +109,7 @@ from benchmarks.common import StolenCpu, git_commit, network_axes, report_path, 
 from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     REFERENCES,
+    add_also_pack_argument,
     also_packs_lines,
     check_held_out,
     check_in_pack,
@@ -978,14 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         help="results/transfer/<name>.{json,md} (default: the study's); a study on another CPU or pack "
         "gets its own",
     )
-    parser.add_argument(
-        "--also-pack",
-        action="append",
-        default=[],
-        metavar="LABEL=PATH",
-        help="also tune every transfer arm with this pack, as arm ARM@LABEL, timed with the others "
-        "(repeatable; --redo-arm ARM@LABEL adds its arm to a report measured without it)",
-    )
+    add_also_pack_argument(parser, "; --redo-arm ARM@LABEL adds its arm to a report measured without it")
     parser.add_argument(
         "--redo-arm", help="measure this arm again at every budget of the report, the others as they were"
     )

@@ -74,6 +74,7 @@ from scipy.stats import gmean
 from benchmarks.common import git_commit, records_in_order, report_path, write_report
 from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
+    add_also_pack_argument,
     also_packs_lines,
     check_held_out,
     load_resumable,
@@ -443,14 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         "--arms",
         help="comma-separated arms of the study to tune (default: all; --dev: " + ", ".join(DEV_ARMS) + ")",
     )
-    parser.add_argument(
-        "--also-pack",
-        action="append",
-        default=[],
-        metavar="LABEL=PATH",
-        help="also tune every transfer arm with this pack, as arm ARM@LABEL, timed with the others "
-        "(repeatable)",
-    )
+    add_also_pack_argument(parser)
     parser.add_argument(
         "--checkpoints",
         type=int,
