@@ -483,6 +483,18 @@ def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -
             save()
 
 
+def _set_aside(work_dir: Path, tag: str) -> None:
+    """Move ``work_dir`` aside to ``<name>.before-<tag>`` when a redo under ``tag`` begins; an arm new to
+    the report leaves an empty one. Once only: a resumed redo finds it and keeps its own work dir."""
+    aside = work_dir.with_name(f"{work_dir.name}.before-{tag}")
+    if aside.exists():
+        return
+    if work_dir.exists():
+        work_dir.rename(aside)
+    else:
+        aside.mkdir(parents=True)
+
+
 def _redo(
     report: dict, arm: str, tag: str, arms: dict, arm_packs: dict, work_root: Path, target, args, save
 ) -> None:
@@ -491,10 +503,7 @@ def _redo(
     mark = arm if tag == "redo" else f"{arm}@{tag}"
     points = _named(report)
     for network, seed in {(p["network"], _seed(p)) for p in points}:
-        fresh = _network_root(work_root, network, seed) / arm
-        aside = fresh.with_name(f"{arm}.before-{tag}")
-        if fresh.exists() and not aside.exists():  # once: a resumed redo keeps its own work dirs
-            fresh.rename(aside)
+        _set_aside(_network_root(work_root, network, seed) / arm, tag)
     for point in points:
         if mark in point.get("redone", []):
             continue

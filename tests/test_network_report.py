@@ -233,3 +233,17 @@ def test_a_second_pack_tunes_each_transfer_arm_again_and_a_resumed_report_must_h
     assert load_resumable(path, pack, target, {"grown": pack}, adding="grown")["points"] == []
     with pytest.raises(SystemExit, match="measured beside other second packs"):
         load_resumable(path, pack, target, {"grown": pack, "other": pack}, adding="grown")
+
+
+def test_a_redo_sets_an_arms_work_dir_aside_once_and_a_resumed_redo_keeps_its_own(tmp_path):
+    old, new_arm = tmp_path / "transfer", tmp_path / "transfer@grown"
+    old.mkdir()
+    (old / "records").write_text("before")
+    for work_dir in (old, new_arm):
+        report_module._set_aside(work_dir, "grown")
+        work_dir.mkdir()
+        (work_dir / "records").write_text("the redo's")
+        report_module._set_aside(work_dir, "grown")  # resumed
+        assert (work_dir / "records").read_text() == "the redo's"
+    assert (tmp_path / "transfer.before-grown" / "records").read_text() == "before"
+    assert not any((tmp_path / "transfer@grown.before-grown").iterdir())
