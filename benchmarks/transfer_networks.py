@@ -608,8 +608,9 @@ def _reach_line(report: dict, network: str) -> str:
 
 
 def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, int | None]:
-    """Per arm other than no-transfer, the smallest budget of the ``--reach`` builds' ``latency`` (label
-    -> ``{"ms"}``) within :data:`NOISE` of ``bar_label``'s (``None``: not reached)."""
+    """Per arm other than no-transfer with builds in ``latency`` (label -> ``{"ms"}``; an arm added to the
+    report since was not timed), the smallest budget of its ``--reach`` builds within :data:`NOISE` of
+    ``bar_label``'s (``None``: not reached)."""
     builds = [
         (arm, int(budget), latency[label]["ms"])
         for label in latency
@@ -618,7 +619,7 @@ def _reached_beside(report: dict, latency: dict, bar_label: str) -> dict[str, in
     return {
         arm: _first_within([(budget, ms) for a, budget, ms in builds if a == arm], latency[bar_label]["ms"])
         for arm in report["arms"]
-        if arm != "no-transfer"
+        if arm != "no-transfer" and any(a == arm for a, _, _ in builds)
     }
 
 

@@ -210,6 +210,8 @@ def test_side_by_side_reach_takes_each_builds_fastest_run_and_the_first_budget_w
     run["transfer@400"] = 60.0
     report["reach"]["net"]["0"]["timings"] = [{"latency": {k: {"ms": v} for k, v in run.items()}}]
     assert report_module._reach_line(report, "net").endswith("transfer 2000 (per timing run: 2000).")
+    report["arms"].append("transfer@grown")  # added by a redo after the side-by-side run: not claimed
+    assert report_module._reach_line(report, "net").endswith("transfer 2000 (per timing run: 2000).")
 
 
 def test_a_second_pack_tunes_each_transfer_arm_again_and_a_resumed_report_must_hold_the_same_packs(tmp_path):
