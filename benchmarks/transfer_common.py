@@ -23,6 +23,8 @@ from tvm_transfer.tuning.session import open_database
 if TYPE_CHECKING:
     import tvm
 
+    from tvm_transfer.transfer.policy import TransferPolicy
+
 #: The runtimes timed beside the compiled networks (PyTorch eager, `torch.compile`, ONNX Runtime).
 REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
@@ -59,6 +61,20 @@ def open_also_packs(parser: argparse.ArgumentParser, specs: list[str]) -> dict[s
             parser.error(f"--also-pack {spec!r}: give LABEL=PATH, a label without '@' used once")
         packs[label] = TransferPack.open(path)
     return packs
+
+
+def arms_with_packs(
+    arms: dict[str, TransferPolicy | None], pack: TransferPack, also_packs: dict[str, TransferPack]
+) -> tuple[dict[str, TransferPolicy | None], dict[str, TransferPack | None]]:
+    """``arms`` and, for every second pack (label -> pack), each transfer arm again as ``ARM@LABEL``; with
+    each arm's pack (``None`` for TVM alone)."""
+    packs = {arm: pack if policy is not None else None for arm, policy in arms.items()}
+    with_packs = dict(arms)
+    for label, other in also_packs.items():
+        for arm, policy in arms.items():
+            if policy is not None:
+                with_packs[f"{arm}@{label}"], packs[f"{arm}@{label}"] = policy, other
+    return with_packs, packs
 
 
 def also_packs_lines(report: dict) -> list[str]:

@@ -111,6 +111,7 @@ from benchmarks.transfer_common import (
     REFERENCES,
     add_also_pack_argument,
     also_packs_lines,
+    arms_with_packs,
     check_held_out,
     check_in_pack,
     load_resumable,
@@ -309,20 +310,6 @@ def _seed(point: dict) -> int:
 def _network_root(work_root: Path, network: str, seed: int) -> Path:
     """The folder of ``network``'s arm work dirs tuned with ``seed``."""
     return work_root / (model_slug(network) if seed == 0 else f"{model_slug(network)}-seed{seed}")
-
-
-def _arms_with_packs(
-    arms: dict[str, TransferPolicy | None], pack: TransferPack, also_packs: dict[str, TransferPack]
-) -> tuple[dict[str, TransferPolicy | None], dict[str, TransferPack | None]]:
-    """``arms`` and, for every second pack (label -> pack), each transfer arm again as ``ARM@LABEL``; with
-    each arm's pack (``None`` for TVM alone)."""
-    packs = {arm: pack if policy is not None else None for arm, policy in arms.items()}
-    with_packs = dict(arms)
-    for label, other in also_packs.items():
-        for arm, policy in arms.items():
-            if policy is not None:
-                with_packs[f"{arm}@{label}"], packs[f"{arm}@{label}"] = policy, other
-    return with_packs, packs
 
 
 def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path, target) -> dict:
@@ -1022,7 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
     work_root = Path(args.work_root) / study.folder / mcpu
     pack = TransferPack.open(args.pack)
     also_packs = open_also_packs(parser, args.also_pack)
-    arms, arm_packs = _arms_with_packs(study.arms, pack, also_packs)
+    arms, arm_packs = arms_with_packs(study.arms, pack, also_packs)
     for checked in (pack, *also_packs.values()):
         if study.pack_holds in ("this-target", "other-targets"):
             check_in_pack(checked, networks, target, same_target=study.pack_holds == "this-target")

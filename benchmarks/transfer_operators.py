@@ -76,6 +76,7 @@ from benchmarks.corpus import DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     add_also_pack_argument,
     also_packs_lines,
+    arms_with_packs,
     check_held_out,
     load_resumable,
     open_also_packs,
@@ -485,9 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:  # the quick operator's network is in most packs: a smoke run, not a result
         for checked in (pack, *also_packs.values()):
             check_held_out(checked, networks, listed=not args.dev)
-    args.arms = {arm: (policy, pack) for arm, policy in policies.items()}
-    for label, other in also_packs.items():
-        args.arms |= {f"{arm}@{label}": (policy, other) for arm, policy in policies.items()}
+    policies, arm_packs = arms_with_packs(policies, pack, also_packs)
+    args.arms = {arm: (policy, arm_packs[arm]) for arm, policy in policies.items()}
     path = report_path("transfer", name, ".json", args.quick)
     report = None if args.quick else load_resumable(path, pack, target, also_packs)
     if report is not None and report.get("arms") != list(args.arms):

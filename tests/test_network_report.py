@@ -215,13 +215,13 @@ def test_side_by_side_reach_takes_each_builds_fastest_run_and_the_first_budget_w
 
 
 def test_a_second_pack_tunes_each_transfer_arm_again_and_a_resumed_report_must_hold_the_same_packs(tmp_path):
-    from benchmarks.transfer_common import load_resumable, run_context
+    from benchmarks.transfer_common import arms_with_packs, load_resumable, run_context
     from tvm_transfer.target import host_target
     from tvm_transfer.transfer import DEFAULT_PACK
     from tvm_transfer.transfer.pack import TransferPack
 
     pack = TransferPack.open(DEFAULT_PACK)
-    arms, packs = report_module._arms_with_packs(report_module.ARMS, pack, {"grown": pack})
+    arms, packs = arms_with_packs(report_module.ARMS, pack, {"grown": pack})
     assert list(arms) == ["no-transfer", "transfer", "transfer@grown"]
     assert arms["transfer@grown"] is arms["transfer"]
     assert packs == {"no-transfer": None, "transfer": pack, "transfer@grown": pack}
