@@ -160,11 +160,19 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="re-pick modes compared, comma-separated, the reference first (e.g. warm,none,network)",
     )
+    parser.add_argument(
+        "--networks",
+        type=lambda text: text.split(","),
+        default=list(NETWORKS),
+        help=f"the development networks timed, comma-separated (default: {','.join(NETWORKS)})",
+    )
     parser.add_argument("--report-name", required=True, help="the report's name under results/transfer")
     parser.add_argument(
         "--work-root", default="work/bench_transfer/repick-modes", help="root of the networks' work dirs"
     )
     args = parser.parse_args(argv)
+    if not set(args.networks) <= set(NETWORKS):
+        parser.error(f"--networks: only the development networks {', '.join(NETWORKS)}")
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     target = host_target()
@@ -193,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "commit": git_commit(short=True),
         }
     )
-    for network in NETWORKS:
+    for network in args.networks:
         work_dir = root / model_slug(network)
         _tuned(network, work_dir, args.trials)
         done = [r for r in report["runs"] if r["network"] == network]

@@ -247,16 +247,16 @@ def _task_seconds(fastest: dict[str, float], owner: dict[str, str], task: str) -
 def _heaviest(
     database: ms.database.Database, tasks: Sequence[ms.ExtractedTask], top_k: int, share: float
 ) -> list[tuple[str, tvm.IRModule, list[ms.database.TuningRecord]]]:
-    """``(name, module, top_k best records)`` of the heaviest ``tasks`` by weight x best recorded latency,
-    down to where they reach ``share`` of the sum over all tasks with a valid record, those with at least
-    two records."""
+    """``(name, module, top_k best valid records)`` of the heaviest ``tasks`` by weight x best recorded
+    latency, down to where they reach ``share`` of the sum over all tasks with a valid record, those with at
+    least two valid records."""
     work = []
     for task in tasks:
         mod = task.dispatched[0]
         top = database.get_top_k(database.commit_workload(mod), top_k)
-        best = mean_run_seconds(top[0].run_secs) if top else math.inf
-        if math.isfinite(best):
-            work.append((task.weight * best, (task.task_name, mod, top)))
+        top = [record for record in top if math.isfinite(mean_run_seconds(record.run_secs))]
+        if top:
+            work.append((task.weight * mean_run_seconds(top[0].run_secs), (task.task_name, mod, top)))
     work.sort(key=lambda item: -item[0])
     total, covered, chosen = sum(w for w, _ in work), 0.0, []
     for weight, entry in work:
