@@ -131,18 +131,36 @@ def repick_in_network(
     if not candidates:
         return database, []
     owner = _task_of_function(fused_for_extraction(mod, target, layout_free), candidates)
-    threads = measuring_threads(target) or os.cpu_count() or 1
-    with tvm_threads(threads):
+    builds = []
+    for rank in range(max(len(top) for _, top in candidates.values())):
+        variant = ms.database.MemoryDatabase()
+        for task, top in candidates.values():
+            if rank < len(top):
+                _commit(variant, task, top[rank], mean_run_seconds(top[rank].run_secs))
+        builds.append(ms.database.OrderedUnionDatabase(variant, database))
+    fastest = _function_seconds(mod, builds, target, inputs, layout_free, rounds, set(owner))
+    timed = {
+        name: [_task_seconds(fastest[rank], owner, name) for rank in range(len(top))]
+        for name, (_, top) in candidates.items()
+    }
+    return _keep_fastest(database, candidates, timed)
+
+
+def _function_seconds(
+    mod: tvm.IRModule,
+    databases: Sequence[ms.database.Database],
+    target: tvm.target.Target,
+    inputs: Sequence[np.ndarray],
+    layout_free: bool,
+    rounds: int,
+    functions: set[str],
+) -> list[dict[str, float]]:
+    """Per database, ``mod`` built with it and run on ``inputs`` in ``rounds`` rounds interleaved with the
+    other builds: each of ``functions``' fastest time per call in the network (seconds)."""
+    with tvm_threads(measuring_threads(target) or os.cpu_count() or 1):
         calls = []
-        for rank in range(max(len(top) for _, top in candidates.values())):
-            variant = ms.database.MemoryDatabase()
-            for task, top in candidates.values():
-                if rank < len(top):
-                    _commit(variant, task, top[rank], mean_run_seconds(top[rank].run_secs))
-            executable = build_network(
-                mod, ms.database.OrderedUnionDatabase(variant, database), target, layout_free
-            )
-            vm = relax.VirtualMachine(executable, tvm.cpu())
+        for database in databases:
+            vm = relax.VirtualMachine(build_network(mod, database, target, layout_free), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in inputs]
             calls.append((lambda vm=vm, arguments=arguments: vm["main"](*arguments), vm.set_instrument))
         for call, _ in calls:
@@ -151,14 +169,10 @@ def repick_in_network(
         for _ in range(rounds):
             for build, (call, set_instrument) in enumerate(calls):
                 for name, timing in function_times(call, set_instrument).items():
-                    if name in owner:
+                    if name in functions:
                         per_call = timing.network_seconds / timing.calls
                         fastest[build][name] = min(fastest[build].get(name, math.inf), per_call)
-    timed = {
-        name: [_task_seconds(fastest[rank], owner, name) for rank in range(len(top))]
-        for name, (_, top) in candidates.items()
-    }
-    return _keep_fastest(database, candidates, timed)
+    return fastest
 
 
 def repick(
