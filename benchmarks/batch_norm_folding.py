@@ -47,7 +47,7 @@ from tvm_transfer.networks import (
 from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes, tvm_threads
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.build import build_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.retime import retime
 from tvm_transfer.tuning.rounds import read_rounds

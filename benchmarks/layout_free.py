@@ -20,7 +20,7 @@ from benchmarks.common import git_commit, machine_info, write_report
 from tvm_transfer.networks import load_model, model_slug, relax_module
 from tvm_transfer.runtimes import time_interleaved, tvm_threads
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.build import build_network
 from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.session import TuneOptions, open_database
 

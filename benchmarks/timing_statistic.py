@@ -76,7 +76,7 @@ def _timing_run(
 ) -> dict:
     """One timing run of ``work_dirs`` (beside a busy core when ``loaded``): ms per arm and statistic."""
     with StolenCpu() as stolen, busy_core(loaded, seed):
-        latency = time_work_dirs(network, work_dirs, target, rounds, references=False, repick=False)
+        latency = time_work_dirs(network, work_dirs, target, rounds, references=False, repick_mode="none")
     return {
         "network": network,
         "loaded": loaded,

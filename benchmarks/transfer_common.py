@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Collection
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,9 +15,9 @@ from tvm_transfer.networks import load_model, relax_module
 from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes
 from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.tuning.compile import build_network
+from tvm_transfer.tuning.build import build_network
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.repick import repick_records
+from tvm_transfer.tuning.repick import DEFAULT_REPICK, repick
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -176,17 +176,15 @@ def time_work_dirs(
     target: tvm.target.Target,
     rounds: int,
     references: bool,
-    repick: bool = True,
-    repick_cold: Collection[str] = (),
+    repick_mode: str | Mapping[str, str] = DEFAULT_REPICK,
 ) -> dict:
     """Build every arm from its work dir and time them (with the reference runtimes when ``references``)
     in the same interleaved rounds: ``{name: {"ms", "fastest_call_ms", "max_abs_error"}}`` (the mean per call
     of the fastest round and the fastest single call, :func:`~tvm_transfer.runtimes.time_interleaved`).
-    With ``repick`` every arm is built as ``compile`` builds it: its heaviest tasks from the fastest of
-    their top records re-timed together (:func:`~tvm_transfer.tuning.repick.repick_records`); an arm's
-    entry then also has ``repicked``, ``repick_changed`` and ``repick_cold``: the tasks re-picked, those
-    whose record changed, and whether the candidates were timed with cold caches (the arms named in
-    ``repick_cold``; warm otherwise)."""
+    Every arm is built as ``compile`` builds it, its heaviest tasks re-picked as ``repick_mode`` says
+    (:func:`~tvm_transfer.tuning.repick.repick`; one mode for every arm or one per arm); an arm re-picked
+    has ``repicked``, ``repick_changed`` and ``repick_mode`` in its entry: the tasks re-picked, those whose
+    record changed, and the mode."""
     import tvm
     from tvm import relax
 
@@ -195,14 +193,14 @@ def time_work_dirs(
     model = load_model(network)
     threads = int(target.attrs["num-cores"])
     mod = relax_module(model)
-    calls, repicks, cold = {}, {}, {}
-    tasks = extract_network_tasks(model, target) if repick else []
+    modes = {arm: repick_mode if isinstance(repick_mode, str) else repick_mode[arm] for arm in work_dirs}
+    calls, repicks = {}, {}
+    tasks = extract_network_tasks(model, target) if set(modes.values()) != {"none"} else []
     with tvm_threads(threads):
         for arm, work_dir in work_dirs.items():
-            database = open_database(work_dir)
-            if repick:
-                cold[arm] = arm in repick_cold
-                database, repicks[arm] = repick_records(database, tasks, target, cold_caches=cold[arm])
+            database, repicked = repick(modes[arm], open_database(work_dir), tasks, target, mod, model.inputs)
+            if repicked is not None:
+                repicks[arm] = repicked
             vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
             arguments = [tvm.runtime.tensor(x) for x in model.inputs]
             calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
@@ -221,7 +219,7 @@ def time_work_dirs(
                 {
                     "repicked": len(repicks[r.name]),
                     "repick_changed": sum(c.rank > 0 for c in repicks[r.name]),
-                    "repick_cold": cold[r.name],
+                    "repick_mode": modes[r.name],
                 }
                 if r.name in repicks
                 else {}

@@ -41,7 +41,7 @@ def _row(
     applied = apply_transfer_pack(pack, network, tasks, fresh, target)
     # As packed, not re-picked: the pack holds each task's best record as its run measured it.
     latency = time_work_dirs(
-        network, {TUNED: source, FROM_PACK: fresh}, target, rounds, references=False, repick=False
+        network, {TUNED: source, FROM_PACK: fresh}, target, rounds, references=False, repick_mode="none"
     )
     return {
         "network": network,

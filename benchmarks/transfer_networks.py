@@ -129,6 +129,7 @@ from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.repick import DEFAULT_REPICK
 from tvm_transfer.tuning.rounds import read_rounds
 from tvm_transfer.tuning.session import TuneOptions
 
@@ -403,7 +404,7 @@ def _time_point(
         dirs = _as_they_stood(point, arms, root, Path(views), fresh)
         references = point["budget"] in (report["budgets"][0], report["budgets"][-1])
         timing = _timing_run(network, dirs, target, rounds, references)
-    point["timings"] = [*_timings(point), timing] if again else [timing]
+    point["timings"] = [*_current_timings(point), timing] if again else [timing]
     point["latency"] = _fastest(point["timings"])
     point["finished"], point["commit"] = timing["finished"], timing["commit"]
 
@@ -416,6 +417,7 @@ def _timing_run(network: str, dirs: dict[str, Path], target, rounds: int, refere
         latency = time_work_dirs(network, dirs, target, rounds, references)
     return {
         "latency": latency,
+        "repick_mode": DEFAULT_REPICK,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         "commit": git_commit(short=True),
         "cpu_stolen": stolen.share,
@@ -428,6 +430,17 @@ def _timings(point: dict) -> list[dict]:
     if "timings" in point:
         return point["timings"]
     return [{"latency": point["latency"], "finished": point["finished"], "commit": point["commit"]}]
+
+
+def _current_timings(point: dict) -> list[dict]:
+    """The point's timing runs built as ``compile`` builds now (re-picked as
+    :data:`~tvm_transfer.tuning.repick.DEFAULT_REPICK` says): those a further timing run may join."""
+    return [t for t in _timings(point) if _repick_mode(t) == DEFAULT_REPICK]
+
+
+def _repick_mode(timing: dict) -> str:
+    """How a timing run's builds were re-picked (a run saved before the modes were recorded: ``warm``)."""
+    return timing.get("repick_mode", "warm")
 
 
 def _fastest(timings: list[dict]) -> dict:
@@ -461,9 +474,9 @@ def _named(report: dict) -> list[dict]:
 def _time_again(report: dict, arms: dict, work_root: Path, target, args, save) -> None:
     """Time every named point until it has ``args.timing_runs`` timing runs of its current schedules."""
     for point in _named(report):
-        while len(_timings(point)) < args.timing_runs:
+        while len(_current_timings(point)) < args.timing_runs:
             print(
-                f"\n== {_label(point)}, timing run {len(_timings(point)) + 1} of {args.timing_runs}",
+                f"\n== {_label(point)}, timing run {len(_current_timings(point)) + 1} of {args.timing_runs}",
                 flush=True,
             )
             _time_point(report, point, arms, work_root, target, args.rounds, again=True)
@@ -545,6 +558,7 @@ def _reach(report: dict, work_root: Path, target, args, save) -> None:
             entry = report.setdefault("reach", {}).setdefault(network, {}).setdefault(str(seed), {})
             if entry.get("builds") != counts:  # tuned on since: the earlier timings are of other builds
                 entry.update(builds=counts, timings=[])
+            entry["timings"] = [t for t in entry["timings"] if _repick_mode(t) == DEFAULT_REPICK]
             while len(entry["timings"]) < args.timing_runs:
                 print(
                     f"\n== {network}, seed {seed}: side by side, timing run {len(entry['timings']) + 1} "
@@ -877,11 +891,17 @@ def _reached_by_records_line(report: dict, network: str) -> str:
 
 def _repicked_line(points: list[dict], arms: list[str]) -> str:
     """How many of ``points`` have latencies of re-picked builds (the heaviest tasks built from the
-    fastest of their top records re-timed together, as ``compile`` builds)."""
-    repicked = [p for p in points if all("repicked" in (p["latency"].get(arm) or {}) for arm in arms)]
+    fastest of their top records re-timed, as ``compile`` builds), per re-pick mode."""
+    modes: dict[str, int] = {}
+    for point in points:
+        entries = [point["latency"].get(arm) or {} for arm in arms]
+        if all("repicked" in entry for entry in entries):
+            mode = entries[0].get("repick_mode", "cold" if entries[0].get("repick_cold") else "warm")
+            modes[mode] = modes.get(mode, 0) + 1
+    counts = ", ".join(f"{mode} {count}" for mode, count in sorted(modes.items())) or "none"
     return (
-        "Re-picked builds (each arm's heaviest tasks built from the fastest of their top records re-timed "
-        f"together, as `compile` builds): {len(repicked)} of {len(points)} points."
+        "Re-picked builds (each arm's heaviest tasks built from the fastest of their top records re-timed, "
+        f"as `compile` builds; by re-pick mode): {counts} of {len(points)} points."
     )
 
 

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from benchmarks import transfer_networks as report_module
+from tvm_transfer.tuning.repick import DEFAULT_REPICK
 
 
 def _point(budget, seed, transfer, no_transfer, onnx=None):
@@ -171,7 +172,23 @@ def test_the_report_counts_the_points_timed_with_re_picked_builds():
         repicked["latency"][arm].update(repicked=4, repick_changed=2)
     as_measured["latency"]["transfer"].update(repicked=4, repick_changed=1)  # one arm only: not counted
     line = report_module._repicked_line([repicked, as_measured], ["no-transfer", "transfer"])
-    assert line.endswith(": 1 of 2 points.")
+    assert line.endswith("by re-pick mode): warm 1 of 2 points.")  # saved before modes were recorded
+    for arm in ("transfer", "no-transfer"):
+        as_measured["latency"][arm].update(repicked=4, repick_changed=1, repick_mode="network")
+    line = report_module._repicked_line([repicked, as_measured], ["no-transfer", "transfer"])
+    assert line.endswith("by re-pick mode): network 1, warm 1 of 2 points.")
+
+
+def test_a_further_timing_run_joins_only_the_runs_re_picked_as_compile_re_picks_now():
+    point = _point(50, 0, 80.0, 100.0)
+    other = "cold" if DEFAULT_REPICK != "cold" else "warm"
+    point["timings"] = [
+        {"latency": point["latency"], "repick_mode": other},
+        {"latency": point["latency"], "repick_mode": DEFAULT_REPICK},
+    ]
+    assert report_module._current_timings(point) == point["timings"][1:]
+    point["timings"][0].pop("repick_mode")  # saved before the modes were recorded: re-picked warm
+    assert len(report_module._current_timings(point)) == 1 + (DEFAULT_REPICK == "warm")
 
 
 def test_side_by_side_reach_builds_every_budget_beside_the_last_no_transfer():

@@ -11,12 +11,12 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.networks import load_model
+from tvm_transfer.networks import load_model, relax_module
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
-from tvm_transfer.tuning.repick import repick_records
+from tvm_transfer.tuning.repick import repick, repick_in_network, repick_records
 from tvm_transfer.tuning.session import open_database
 
 
@@ -92,7 +92,7 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
     # Built re-picked: each heavy task's top records re-timed together, the fastest of them built.
     assert compiled.repicked and "re-picked the schedules" in compiled.table()
     assert all(r.candidates >= 2 and r.seconds <= r.best_record_seconds for r in compiled.repicked)
-    assert not compiled.repicked_cold and "caches warm" in compiled.table()  # as tuned, by default
+    assert compiled.repick_mode == "warm" and "together, warm" in compiled.table()  # as tuned, by default
     database = open_database(tmp_path)
     tasks = extract_network_tasks(load_model("mlp"), target)
     _, cold = repick_records(database, tasks, target, top_k=2, rounds=1, share=1e-9, cold_caches=True)
@@ -106,12 +106,32 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
         t.weight * float(database.get_top_k(database.commit_workload(t.dispatched[0]), 1)[0].run_secs[0])
         for t in tasks
     )
+    # In the network: one build per candidate rank; the pick is the candidate whose function ran fastest
+    # there, and a build from the re-picked database still matches PyTorch.
+    model = load_model("mlp")
+    mod = relax_module(model)
+    in_network, picks = repick_in_network(database, tasks, target, mod, model.inputs, top_k=2, share=1.0)
+    assert {p.task for p in picks} == {t.task_name for t in tasks}
+    for p in picks:
+        assert p.candidates == 2 and np.isfinite(p.seconds) and p.seconds <= p.best_record_seconds
+        (task,) = [t for t in tasks if t.task_name == p.task]
+        built = in_network.query_tuning_record(task.dispatched[0], target, "main")
+        assert [float(s) for s in built.run_secs] == [p.seconds]
+    networked = compile_network(
+        "mlp", tmp_path, target=target, runtimes=("eager",), rounds=1, repick_mode="network"
+    )
+    assert networked.max_abs_error < 1e-4 and "in the network" in networked.table()
 
 
 @pytest.mark.parametrize(("top_k", "rounds", "share"), [(1, 1, 0.9), (2, 0, 0.9), (2, 1, 0.0), (2, 1, 1.5)])
 def test_repick_refuses_settings_it_cannot_pick_with(target, top_k, rounds, share):
     with pytest.raises(ValueError, match=r"top_k|share"):
         repick_records(ms.database.MemoryDatabase(), [], target, top_k=top_k, rounds=rounds, share=share)
+
+
+def test_repick_refuses_an_unknown_mode(target):
+    with pytest.raises(ValueError, match="unknown re-pick mode 'hot'"):
+        repick("hot", ms.database.MemoryDatabase(), [], target, None, [])
 
 
 @pytest.mark.parametrize(("runs", "warm_calls"), [(0, 3), (5, 0)])

@@ -24,6 +24,7 @@ from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command, UsageError, bounded_float, bounded_int
 from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
+from tvm_transfer.tuning.repick import DEFAULT_REPICK, REPICK_MODES
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
 __all__ = ["add_target_arguments", "add_tuning_arguments", "build_parser", "main", "resolve_target"]
@@ -265,8 +266,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
             layout_free=not args.no_layout_rewrite,
             transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
             profile=args.profile_network,
-            repick=not args.no_repick,
-            repick_cold_caches=args.repick_cold,
+            repick_mode=args.repick,
         )
     print(result.table())
     if args.json:
@@ -420,16 +420,19 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--tolerance", type=bounded_float(0.0), default=1e-3, help="max abs error allowed (default 1e-3)"
     )
     parser.add_argument(
-        "--no-repick",
-        action="store_true",
-        help="build every task from its best record as measured, without re-timing the heaviest tasks' "
-        "top records together first",
+        "--repick",
+        choices=REPICK_MODES,
+        default=DEFAULT_REPICK,
+        help="how the heaviest tasks' schedules are chosen among their top records before the build: "
+        "re-timed together warm (as tuned) or cold (caches flushed before every run), or inside the "
+        "network (one build per candidate rank, every function call timed); none: the best records as "
+        "measured (default: %(default)s; docs/models.md)",
     )
     parser.add_argument(
-        "--repick-cold",
-        action="store_true",
-        help="re-pick timing each candidate with the CPU caches flushed before every run, as a layer whose "
-        "weights come from memory runs, not back to back (docs/models.md)",
+        "--no-repick", dest="repick", action="store_const", const="none", help="the same as --repick none"
+    )
+    parser.add_argument(
+        "--repick-cold", dest="repick", action="store_const", const="cold", help="the same as --repick cold"
     )
     parser.add_argument(
         "--profile-network",

@@ -12,19 +12,8 @@ from typing import TYPE_CHECKING
 
 import tvm
 from tvm import relax
-from tvm.s_tir import meta_schedule as ms
 
-from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.fast_math import use_fast_math
-from tvm_transfer.networks import (
-    LoadedModel,
-    fused_for_extraction,
-    fusion_passes,
-    load_model,
-    lowering_passes,
-    prepack_passes,
-    relax_module,
-)
+from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
 from tvm_transfer.runtimes import (
     RUNTIMES,
     ComparedModel,
@@ -35,9 +24,10 @@ from tvm_transfer.runtimes import (
     tvm_threads,
 )
 from tvm_transfer.target import as_target
+from tvm_transfer.tuning.build import build_network
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
-from tvm_transfer.tuning.repick import Repick, repick_records
+from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -61,7 +51,7 @@ class CompileResult:
     layout_free: bool = True
     profile: NetworkProfile | None = None
     repicked: list[Repick] | None = None  # None: built from the best records as measured
-    repicked_cold: bool = False  # the re-pick timed with cold caches
+    repick_mode: str = "none"  # how the schedules were re-picked (tvm_transfer.tuning.repick.REPICK_MODES)
 
     @property
     def tvm(self) -> RuntimeResult:
@@ -84,38 +74,14 @@ class CompileResult:
         if self.repicked:
             changed = [r for r in self.repicked if r.rank > 0]
             moves = [f"{r.task} {r.best_record_seconds * 1e3:.4g} -> {r.seconds * 1e3:.4g}" for r in changed]
-            caches = "cold" if self.repicked_cold else "warm"
+            how = "in the network" if self.repick_mode == "network" else f"together, {self.repick_mode}"
             lines.append(
                 f"re-picked the schedules of the {len(self.repicked)} heaviest tasks by re-timing their top "
-                f"records together, caches {caches}: {len(changed)} changed (ms)"
-                + "".join(f"; {move}" for move in moves)
+                f"records {how}: {len(changed)} changed (ms)" + "".join(f"; {move}" for move in moves)
             )
         if self.profile is not None:
             lines += ["", "TVM, function by function (ms per network call):", self.profile.table()]
         return "\n".join(lines)
-
-
-def build_network(
-    mod: tvm.IRModule, database: ms.database.Database, target: tvm.target.Target, layout_free: bool = True
-) -> relax.VMExecutable:
-    """Build ``mod`` with the schedules of ``database``: fused as at task extraction, tuned functions
-    replaced by their best records, weight layouts pre-packed (``layout_free``), the rest lowered by TVM's
-    default, with the vectorisable ``exp`` and ``erf`` the tuning runs measured
-    (:func:`~tvm_transfer.fast_math.use_fast_math`). Tasks without a record keep TVM's default
-    (unscheduled) lowering."""
-
-    @tvm.transform.module_pass(opt_level=3)
-    def pipeline(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> tvm.IRModule:
-        mod = tvm.transform.Sequential(fusion_passes(target, layout_free))(mod)
-        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-        if layout_free:
-            mod = tvm.transform.Sequential(prepack_passes())(mod)
-        return tvm.transform.Sequential(lowering_passes(target))(mod)
-
-    import_tensor_intrin_fast()
-    use_fast_math()
-    with target, database, tvm.transform.PassContext(opt_level=3):
-        return relax.build(mod, target=target, relax_pipeline=pipeline)
 
 
 def compile_network(
@@ -128,8 +94,7 @@ def compile_network(
     layout_free: bool = True,
     transfer_pack: TransferPack | None = None,
     profile: bool = False,
-    repick: bool = True,
-    repick_cold_caches: bool = False,
+    repick_mode: str = DEFAULT_REPICK,
 ) -> CompileResult:
     """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
     schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
@@ -139,10 +104,10 @@ def compile_network(
     With ``transfer_pack``, the tasks it holds measured on ``target``'s id get its best records in
     ``work_dir`` first (:func:`~tvm_transfer.tuning.network.apply_transfer_pack`; the caller holds the
     work dir's lock). With ``profile``, the result also says where TVM's time goes, function by function
-    (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). With ``repick``, the heaviest tasks are
-    built from the fastest of their top records re-timed together
-    (:func:`~tvm_transfer.tuning.repick.repick_records`), not from the one record timed fastest once,
-    each timed warm or, with ``repick_cold_caches``, with the caches flushed before every run."""
+    (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). ``repick_mode`` (one of
+    :data:`~tvm_transfer.tuning.repick.REPICK_MODES`) says how the heaviest tasks' schedules are chosen
+    among their top records, re-timed together, rather than as the one record timed fastest once
+    (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -153,9 +118,7 @@ def compile_network(
         apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
     database = open_database(Path(work_dir))
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
-    repicked = None
-    if repick:
-        database, repicked = repick_records(database, tasks, target, cold_caches=repick_cold_caches)
+    database, repicked = repick(repick_mode, database, tasks, target, mod, model.inputs, layout_free)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):
         start = time.perf_counter()
@@ -187,5 +150,5 @@ def compile_network(
         layout_free=layout_free,
         profile=network_profile,
         repicked=repicked,
-        repicked_cold=repick and repick_cold_caches,
+        repick_mode=repick_mode,
     )

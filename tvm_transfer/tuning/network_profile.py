@@ -26,7 +26,14 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
 
-__all__ = ["VM_BUILTINS", "FunctionTime", "NetworkProfile", "profile_vm", "tuned_latencies"]
+__all__ = [
+    "VM_BUILTINS",
+    "FunctionTime",
+    "NetworkProfile",
+    "function_times",
+    "profile_vm",
+    "tuned_latencies",
+]
 
 #: The name under which the VM's own calls (allocation, shape checks, reshape views) are summed.
 VM_BUILTINS = "(VM builtins)"
@@ -126,6 +133,20 @@ def profile_vm(
     if [name for name, _ in warm] != [name for name, _ in network]:
         raise RuntimeError("the network called other functions in its warm run: not profiled")
     return NetworkProfile(latency, _by_function(network, warm, tuned_seconds or {}))
+
+
+def function_times(
+    call: Callable[[], object], set_instrument: Callable[[Callable | None], None]
+) -> dict[str, FunctionTime]:
+    """Every function of one network run (``call``, with the VM's ``set_instrument``) with its calls and
+    their summed time in the network (``network_seconds``, seconds per network call), by name; the VM
+    builtins summed as :data:`VM_BUILTINS`. Call it in the thread pool the network is timed with."""
+    totals: dict[str, list] = {}
+    for name, seconds in _instrumented_runs(call, set_instrument, 1):
+        entry = totals.setdefault(VM_BUILTINS if name.startswith(_BUILTIN_PREFIXES) else name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+    return {name: FunctionTime(name, calls, seconds) for name, (calls, seconds) in totals.items()}
 
 
 def tuned_latencies(

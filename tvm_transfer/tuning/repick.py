@@ -17,22 +17,43 @@ calls of a layer, so its weights arrive from memory, and a schedule fastest warm
 one ranked below it. The re-pick can therefore time its candidates with cold caches instead
 (``cold_caches``); it times them warm by default, which ranks microsecond kernels more steadily
 (``docs/models.md`` has the study).
+
+Neither timing is the network's: a layer runs after other layers that left their data in the caches, on
+weights pre-packed for its schedule. :func:`repick_in_network` therefore times the candidates where they
+run: it builds the network once per candidate rank and times every function call of those builds in
+interleaved rounds, each task keeping the candidate whose functions took least time in the network.
+:func:`repick` chooses between the ways by name (:data:`REPICK_MODES`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tvm
+import tvm_ffi
+from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
+from tvm_transfer.networks import fused_for_extraction
 from tvm_transfer.runner import measuring_threads
+from tvm_transfer.runtimes import tvm_threads
+from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.network_profile import function_times
 from tvm_transfer.tuning.retime import retime
 
-__all__ = ["Repick", "repick_records"]
+__all__ = ["DEFAULT_REPICK", "REPICK_MODES", "Repick", "repick", "repick_in_network", "repick_records"]
+
+#: How :func:`repick` re-picks: ``none`` builds every task from its best record as measured; ``warm`` and
+#: ``cold`` re-time the top records on their own, back to back or with the caches flushed before every run
+#: (:func:`repick_records`); ``network`` times them inside the network (:func:`repick_in_network`).
+REPICK_MODES = ("none", "warm", "cold", "network")
+#: The mode ``compile`` re-picks with unless told otherwise.
+DEFAULT_REPICK = "warm"
 
 
 @dataclass(frozen=True)
@@ -40,7 +61,7 @@ class Repick:
     """One task's re-pick. ``candidates``: its top records re-timed; ``recorded_seconds``: its best record's
     own timing; ``rank``: the winner's place among the candidates by their own timings (0: the best record
     won again); ``seconds``: the winner's re-timed latency; ``best_record_seconds``: the best record's
-    re-timed latency (all in seconds per call)."""
+    re-timed latency (all in seconds per call; re-timed in the network by :func:`repick_in_network`)."""
 
     task: str
     candidates: int
@@ -68,13 +89,8 @@ def repick_records(
     flushed before every run (:func:`~tvm_transfer.runner.cold_evaluator_config`), else warm as in
     tuning. Returns the database to build from (the re-picked records first, then ``database``) and, per
     re-picked task, what changed."""
-    if not (isinstance(top_k, int) and top_k >= 2 and isinstance(rounds, int) and rounds >= 1):
-        raise ValueError(f"top_k must be an integer >= 2 and rounds >= 1, got {top_k!r} and {rounds!r}")
-    if not 0 < share <= 1:
-        raise ValueError(f"share must be in (0, 1], got {share!r}")
-    candidates = {
-        name: (mod, top) for name, mod, top in _heaviest(database, tasks, top_k, share) if len(top) >= 2
-    }
+    _check_settings(top_k, rounds, share)
+    candidates = {name: (mod, top) for name, mod, top in _heaviest(database, tasks, top_k, share)}
     mods = {
         f"{name}#{rank}": record.as_measure_candidate().sch.mod
         for name, (_, top) in candidates.items()
@@ -82,41 +98,185 @@ def repick_records(
     }
     threads = measuring_threads(target)
     seconds = retime(mods, target, rounds, num_threads=threads, cold_caches=cold_caches) if mods else {}
+    timed = {
+        name: [seconds[f"{name}#{rank}"] for rank in range(len(top))] for name, (_, top) in candidates.items()
+    }
+    return _keep_fastest(database, candidates, timed)
+
+
+def repick_in_network(
+    database: ms.database.Database,
+    tasks: Sequence[ms.ExtractedTask],
+    target: tvm.target.Target,
+    mod: tvm.IRModule,
+    inputs: Sequence[np.ndarray],
+    *,
+    layout_free: bool = True,
+    top_k: int = 4,
+    rounds: int = 5,
+    share: float = 0.9,
+) -> tuple[ms.database.Database, list[Repick]]:
+    """Re-pick the heaviest ``tasks`` (chosen as :func:`repick_records` chooses them) by their time inside
+    the network ``mod`` (the Relax module the tasks were extracted from, with ``layout_free`` as there).
+
+    The network is built ``top_k`` times (:func:`~tvm_transfer.tuning.build.build_network`), build ``r``
+    with every heavy task's ``r``-th best record (its best where it has fewer), and the builds run on
+    ``inputs`` in ``rounds`` interleaved rounds, every function call timed
+    (:func:`~tvm_transfer.tuning.network_profile.function_times`). Each task keeps the record whose build
+    spent least time in the task's functions (the fastest round of each), with that time per call as its
+    latency. All builds are alive at once: ``top_k`` copies of the network's weights in memory. Returns what
+    :func:`repick_records` returns."""
+    _check_settings(top_k, rounds, share)
+    candidates = {name: (task, top) for name, task, top in _heaviest(database, tasks, top_k, share)}
+    if not candidates:
+        return database, []
+    owner = _task_of_function(fused_for_extraction(mod, target, layout_free), candidates)
+    builds = []
+    for rank in range(max(len(top) for _, top in candidates.values())):
+        variant = ms.database.MemoryDatabase()
+        for task, top in candidates.values():
+            if rank < len(top):
+                _commit(variant, task, top[rank], mean_run_seconds(top[rank].run_secs))
+        builds.append(ms.database.OrderedUnionDatabase(variant, database))
+    fastest = _function_seconds(mod, builds, target, inputs, layout_free, rounds, set(owner))
+    timed = {
+        name: [_task_seconds(fastest[rank], owner, name) for rank in range(len(top))]
+        for name, (_, top) in candidates.items()
+    }
+    return _keep_fastest(database, candidates, timed)
+
+
+def _function_seconds(
+    mod: tvm.IRModule,
+    databases: Sequence[ms.database.Database],
+    target: tvm.target.Target,
+    inputs: Sequence[np.ndarray],
+    layout_free: bool,
+    rounds: int,
+    functions: set[str],
+) -> list[dict[str, float]]:
+    """Per database, ``mod`` built with it and run on ``inputs`` in ``rounds`` rounds interleaved with the
+    other builds: each of ``functions``' fastest time per call in the network (seconds)."""
+    with tvm_threads(measuring_threads(target) or os.cpu_count() or 1):
+        calls = []
+        for database in databases:
+            vm = relax.VirtualMachine(build_network(mod, database, target, layout_free), tvm.cpu())
+            arguments = [tvm.runtime.tensor(x) for x in inputs]
+            calls.append((lambda vm=vm, arguments=arguments: vm["main"](*arguments), vm.set_instrument))
+        for call, _ in calls:
+            call()  # the pooled allocator's first allocations, the weights' page faults
+        fastest: list[dict[str, float]] = [{} for _ in calls]
+        for _ in range(rounds):
+            for build, (call, set_instrument) in enumerate(calls):
+                for name, timing in function_times(call, set_instrument).items():
+                    if name in functions:
+                        per_call = timing.network_seconds / timing.calls
+                        fastest[build][name] = min(fastest[build].get(name, math.inf), per_call)
+    return fastest
+
+
+def repick(
+    mode: str,
+    database: ms.database.Database,
+    tasks: Sequence[ms.ExtractedTask],
+    target: tvm.target.Target,
+    mod: tvm.IRModule,
+    inputs: Sequence[np.ndarray],
+    layout_free: bool = True,
+) -> tuple[ms.database.Database, list[Repick] | None]:
+    """The database to build ``mod`` from, re-picked as ``mode`` (one of :data:`REPICK_MODES`) says with
+    each way's default settings, and what changed (``None`` for ``none``). Raises ``ValueError`` for an
+    unknown mode."""
+    if mode == "none":
+        return database, None
+    if mode in ("warm", "cold"):
+        return repick_records(database, tasks, target, cold_caches=mode == "cold")
+    if mode == "network":
+        return repick_in_network(database, tasks, target, mod, inputs, layout_free=layout_free)
+    raise ValueError(f"unknown re-pick mode {mode!r}: use one of {', '.join(REPICK_MODES)}")
+
+
+def _check_settings(top_k: int, rounds: int, share: float) -> None:
+    if not (isinstance(top_k, int) and top_k >= 2 and isinstance(rounds, int) and rounds >= 1):
+        raise ValueError(f"top_k must be an integer >= 2 and rounds >= 1, got {top_k!r} and {rounds!r}")
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+
+
+def _keep_fastest(
+    database: ms.database.Database,
+    candidates: dict[str, tuple[tvm.IRModule, list[ms.database.TuningRecord]]],
+    timed: dict[str, list[float]],
+) -> tuple[ms.database.Database, list[Repick]]:
+    """Each task's fastest candidate by ``timed`` (seconds per call, by rank) as its record in a new
+    in-memory database consulted before ``database``, and what changed."""
     repicked = ms.database.MemoryDatabase()
     changes = []
     for name, (mod, top) in candidates.items():
-        timed = [seconds[f"{name}#{rank}"] for rank in range(len(top))]
-        rank = min(range(len(top)), key=timed.__getitem__)
-        if not math.isfinite(timed[rank]):
+        seconds = timed[name]
+        rank = min(range(len(top)), key=seconds.__getitem__)
+        if not math.isfinite(seconds[rank]):
             continue  # none ran again: the work dir's best record stands
-        winner = top[rank]
-        repicked.commit_tuning_record(
-            ms.database.TuningRecord(
-                winner.trace, repicked.commit_workload(mod), [timed[rank]], winner.target, winner.args_info
-            )
-        )
+        _commit(repicked, mod, top[rank], seconds[rank])
         recorded = mean_run_seconds(top[0].run_secs)
-        changes.append(Repick(name, len(top), recorded, rank, timed[rank], timed[0]))
+        changes.append(Repick(name, len(top), recorded, rank, seconds[rank], seconds[0]))
     return ms.database.OrderedUnionDatabase(repicked, database), changes
+
+
+def _commit(
+    database: ms.database.Database, mod: tvm.IRModule, record: ms.database.TuningRecord, seconds: float
+) -> None:
+    """``record``'s schedule committed to ``database`` as ``mod``'s, timed ``seconds``."""
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            record.trace, database.commit_workload(mod), [seconds], record.target, record.args_info
+        )
+    )
+
+
+def _task_of_function(
+    fused: tvm.IRModule, candidates: dict[str, tuple[tvm.IRModule, list[ms.database.TuningRecord]]]
+) -> dict[str, str]:
+    """The functions of ``fused`` (the module tasks are extracted from) that are one of ``candidates``'
+    tasks, each named both as it is and as it is called once its weight layout is pre-packed, mapped to
+    the task's name."""
+    owner = {}
+    for global_var, func in fused.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        as_task = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+        for name, (task, _) in candidates.items():
+            if tvm_ffi.structural_equal(as_task, task):
+                owner[global_var.name_hint] = owner[f"{global_var.name_hint}_prepacked"] = name
+                break
+    return owner
+
+
+def _task_seconds(fastest: dict[str, float], owner: dict[str, str], task: str) -> float:
+    """A task's time per call in one build: the mean over its functions that ran (``inf``: none ran)."""
+    seconds = [s for name, s in fastest.items() if owner[name] == task]
+    return float(np.mean(seconds)) if seconds else math.inf
 
 
 def _heaviest(
     database: ms.database.Database, tasks: Sequence[ms.ExtractedTask], top_k: int, share: float
 ) -> list[tuple[str, tvm.IRModule, list[ms.database.TuningRecord]]]:
-    """``(name, module, top_k best records)`` of the heaviest ``tasks`` by weight x best recorded latency,
-    down to where they reach ``share`` of the sum over all tasks with a valid record."""
+    """``(name, module, top_k best valid records)`` of the heaviest ``tasks`` by weight x best recorded
+    latency, down to where they reach ``share`` of the sum over all tasks with a valid record, those with at
+    least two valid records."""
     work = []
     for task in tasks:
         mod = task.dispatched[0]
         top = database.get_top_k(database.commit_workload(mod), top_k)
-        best = mean_run_seconds(top[0].run_secs) if top else math.inf
-        if math.isfinite(best):
-            work.append((task.weight * best, (task.task_name, mod, top)))
+        top = [record for record in top if math.isfinite(mean_run_seconds(record.run_secs))]
+        if top:
+            work.append((task.weight * mean_run_seconds(top[0].run_secs), (task.task_name, mod, top)))
     work.sort(key=lambda item: -item[0])
     total, covered, chosen = sum(w for w, _ in work), 0.0, []
     for weight, entry in work:
         if covered >= share * total:
             break
-        chosen.append(entry)
         covered += weight
+        if len(entry[2]) >= 2:
+            chosen.append(entry)
     return chosen
