@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,7 @@ __all__ = [
     "NetworkProfile",
     "function_times",
     "profile_vm",
+    "task_functions",
     "tuned_latencies",
 ]
 
@@ -141,12 +142,19 @@ def function_times(
     """Every function of one network run (``call``, with the VM's ``set_instrument``) with its calls and
     their summed time in the network (``network_seconds``, seconds per network call), by name; the VM
     builtins summed as :data:`VM_BUILTINS`. Call it in the thread pool the network is timed with."""
-    totals: dict[str, list] = {}
-    for name, seconds in _instrumented_runs(call, set_instrument, 1):
-        entry = totals.setdefault(VM_BUILTINS if name.startswith(_BUILTIN_PREFIXES) else name, [0, 0.0])
-        entry[0] += 1
-        entry[1] += seconds
+    totals = _summed(_instrumented_runs(call, set_instrument, 1))
     return {name: FunctionTime(name, calls, seconds) for name, (calls, seconds) in totals.items()}
+
+
+def task_functions(fused: tvm.IRModule) -> Iterator[tuple[tuple[str, str], tvm.IRModule]]:
+    """Every function of ``fused`` (the module tasks are extracted from,
+    :func:`tvm_transfer.networks.fused_for_extraction`) as the task module a tuning database keys it by,
+    with the two names the compiled network may call it by: its own and, once a schedule's weight layout
+    rewrite is split off (``SplitLayoutRewritePreproc``), ``<name>_prepacked``."""
+    for global_var, func in fused.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            names = (global_var.name_hint, f"{global_var.name_hint}_prepacked")
+            yield names, tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
 def tuned_latencies(
@@ -156,16 +164,11 @@ def tuned_latencies(
     tasks are extracted from, :func:`tvm_transfer.networks.fused_for_extraction`) that ``database`` holds
     for ``target``, by function name: every function of a task, not only the one it was named after."""
     latencies: dict[str, float] = {}
-    for global_var, func in fused.functions_items():
-        if not isinstance(func, tvm.tirx.PrimFunc):
-            continue
-        task = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    for names, task in task_functions(fused):
         record = database.query_tuning_record(task, target, "main")
         seconds = mean_run_seconds(record.run_secs) if record is not None else math.inf
         if math.isfinite(seconds):
-            # A function whose schedule re-lays out its weights is called as ``<name>_prepacked`` once
-            # the rewrite is split off (``SplitLayoutRewritePreproc``).
-            latencies[global_var.name_hint] = latencies[f"{global_var.name_hint}_prepacked"] = seconds
+            latencies |= dict.fromkeys(names, seconds)
     return latencies
 
 
@@ -232,24 +235,28 @@ def _by_function(
     network: Sequence[tuple[str, float]], warm: Sequence[tuple[str, float]], tuned: Mapping[str, float]
 ) -> list[FunctionTime]:
     """Calls summed per function (the VM builtins as one), slowest in the network first."""
-    totals: dict[str, list[float]] = {}
-    for (name, seconds), (_, warm_seconds) in zip(network, warm, strict=True):
-        key = VM_BUILTINS if name.startswith(_BUILTIN_PREFIXES) else name
-        entry = totals.setdefault(key, [0, 0.0, 0.0])
-        entry[0] += 1
-        entry[1] += seconds
-        entry[2] += warm_seconds
+    warm_totals = _summed(warm)
     functions = [
         FunctionTime(
             name=name,
-            calls=int(calls),
+            calls=calls,
             network_seconds=seconds,
-            warm_seconds=None if name == VM_BUILTINS else warm_seconds,
+            warm_seconds=None if name == VM_BUILTINS else warm_totals[name][1],
             tuned_seconds=tuned[name] * calls if name in tuned else None,
         )
-        for name, (calls, seconds, warm_seconds) in totals.items()
+        for name, (calls, seconds) in _summed(network).items()
     ]
     return sorted(functions, key=lambda f: -f.network_seconds)
+
+
+def _summed(calls: Sequence[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    """``(name, seconds)`` calls as ``{name: (calls, summed seconds)}``, the VM builtins as one name."""
+    totals: dict[str, tuple[int, float]] = {}
+    for name, seconds in calls:
+        key = VM_BUILTINS if name.startswith(_BUILTIN_PREFIXES) else name
+        count, total = totals.get(key, (0, 0.0))
+        totals[key] = (count + 1, total + seconds)
+    return totals
 
 
 def _ms(seconds: float | None) -> str:

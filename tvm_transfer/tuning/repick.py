@@ -43,7 +43,7 @@ from tvm_transfer.networks import fused_for_extraction
 from tvm_transfer.runner import measuring_threads
 from tvm_transfer.runtimes import tvm_threads
 from tvm_transfer.tuning.build import build_network
-from tvm_transfer.tuning.network_profile import function_times
+from tvm_transfer.tuning.network_profile import function_times, task_functions
 from tvm_transfer.tuning.retime import retime
 
 __all__ = ["DEFAULT_REPICK", "REPICK_MODES", "Repick", "repick", "repick_in_network", "repick_records"]
@@ -241,13 +241,10 @@ def _task_of_function(
     tasks, each named both as it is and as it is called once its weight layout is pre-packed, mapped to
     the task's name."""
     owner = {}
-    for global_var, func in fused.functions_items():
-        if not isinstance(func, tvm.tirx.PrimFunc):
-            continue
-        as_task = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    for names, as_task in task_functions(fused):
         for name, (task, _) in candidates.items():
             if tvm_ffi.structural_equal(as_task, task):
-                owner[global_var.name_hint] = owner[f"{global_var.name_hint}_prepacked"] = name
+                owner |= dict.fromkeys(names, name)
                 break
     return owner
 
