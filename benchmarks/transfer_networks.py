@@ -433,14 +433,14 @@ def _timings(point: dict) -> list[dict]:
 
 
 def _current_timings(point: dict) -> list[dict]:
-    """The point's timing runs built as ``compile`` builds now (re-picked as
-    :data:`~tvm_transfer.tuning.repick.DEFAULT_REPICK` says): those a further timing run may join."""
-    return [t for t in _timings(point) if _repick_mode(t) == DEFAULT_REPICK]
+    """The point's timing runs built as ``compile`` builds now: those a further timing run may join."""
+    return _repicked_now(_timings(point))
 
 
-def _repick_mode(timing: dict) -> str:
-    """How a timing run's builds were re-picked (a run saved before the modes were recorded: ``warm``)."""
-    return timing.get("repick_mode", "warm")
+def _repicked_now(timings: list[dict]) -> list[dict]:
+    """The timing runs whose builds were re-picked as :data:`~tvm_transfer.tuning.repick.DEFAULT_REPICK`
+    says (a run saved before the modes were recorded was re-picked warm)."""
+    return [t for t in timings if t.get("repick_mode", "warm") == DEFAULT_REPICK]
 
 
 def _fastest(timings: list[dict]) -> dict:
@@ -558,7 +558,7 @@ def _reach(report: dict, work_root: Path, target, args, save) -> None:
             entry = report.setdefault("reach", {}).setdefault(network, {}).setdefault(str(seed), {})
             if entry.get("builds") != counts:  # tuned on since: the earlier timings are of other builds
                 entry.update(builds=counts, timings=[])
-            entry["timings"] = [t for t in entry["timings"] if _repick_mode(t) == DEFAULT_REPICK]
+            entry["timings"] = _repicked_now(entry["timings"])
             while len(entry["timings"]) < args.timing_runs:
                 print(
                     f"\n== {network}, seed {seed}: side by side, timing run {len(entry['timings']) + 1} "

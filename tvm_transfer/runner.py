@@ -62,6 +62,11 @@ def measuring_threads(target: tvm.target.Target) -> int | None:
     return int(target.attrs.get("num-cores", 0)) or None
 
 
+def network_threads(target: tvm.target.Target) -> int:
+    """Threads a compiled network runs on for ``target``: its ``num-cores``, else every CPU."""
+    return measuring_threads(target) or os.cpu_count() or 1
+
+
 @functools.cache
 def shared_builder(timeout_sec: float = 60.0) -> PersistentBuilder:
     """The process's :class:`~tvm_transfer.builder.PersistentBuilder` with a build limit of ``timeout_sec``

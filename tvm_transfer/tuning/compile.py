@@ -3,7 +3,6 @@ model) and timed side by side with the runtimes users compare against."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import tvm
 from tvm import relax
 
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
+from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import (
     RUNTIMES,
     ComparedModel,
@@ -111,7 +111,7 @@ def compile_network(
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
-    threads = int(target.attrs.get("num-cores", 0)) or os.cpu_count() or 1
+    threads = network_threads(target)
     mod = relax_module(model)
     tasks = extract_network_tasks(model, target, layout_free)
     if transfer_pack is not None:

@@ -28,7 +28,6 @@ interleaved rounds, each task keeping the candidate whose functions took least t
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,7 +39,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.networks import fused_for_extraction
-from tvm_transfer.runner import measuring_threads
+from tvm_transfer.runner import measuring_threads, network_threads
 from tvm_transfer.runtimes import tvm_threads
 from tvm_transfer.tuning.build import build_network
 from tvm_transfer.tuning.network_profile import function_times, task_functions
@@ -157,7 +156,7 @@ def _function_seconds(
 ) -> list[dict[str, float]]:
     """Per database, ``mod`` built with it and run on ``inputs`` in ``rounds`` rounds interleaved with the
     other builds: each of ``functions``' fastest time per call in the network (seconds)."""
-    with tvm_threads(measuring_threads(target) or os.cpu_count() or 1):
+    with tvm_threads(network_threads(target)):
         calls = []
         for database in databases:
             vm = relax.VirtualMachine(build_network(mod, database, target, layout_free), tvm.cpu())
