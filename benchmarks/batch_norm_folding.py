@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import StolenCpu, git_commit, machine_info, write_report
@@ -44,10 +43,11 @@ from tvm_transfer.networks import (
     model_slug,
     relax_module,
 )
-from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes, tvm_threads
+from tvm_transfer.runner import network_threads
+from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.retime import retime
 from tvm_transfer.tuning.rounds import read_rounds
@@ -185,14 +185,15 @@ def _timing_runs(
     """The network built both ways and timed with ONNX Runtime in ``rounds`` interleaved rounds, ``runs``
     times."""
     modules = {"epilogue": relax_module(plain), "folded": relax_module(folded_network)}
-    threads = int(target.attrs["num-cores"])
+    threads = network_threads(target)
     out = []
     with tvm_threads(threads):
-        arguments = [tvm.runtime.tensor(x) for x in plain.inputs]
-        calls = {}
-        for build in BUILDS:
-            vm = relax.VirtualMachine(build_network(modules[build], databases[build], target), tvm.cpu())
-            calls[build] = lambda vm=vm: as_arrays(vm["main"](*arguments))
+        calls = {
+            build: LoadedNetwork(
+                build_network(modules[build], databases[build], target), plain.inputs
+            ).outputs
+            for build in BUILDS
+        }
         compared = ComparedModel(plain.name, plain.inputs, plain.torch_module, plain.onnx_path, threads)
         for _ in range(runs):
             with StolenCpu() as stolen:

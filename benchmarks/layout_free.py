@@ -13,14 +13,12 @@ import logging
 import warnings
 from pathlib import Path
 
-import tvm
-from tvm import relax
-
 from benchmarks.common import git_commit, machine_info, write_report
 from tvm_transfer.networks import load_model, model_slug, relax_module
+from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import time_interleaved, tvm_threads
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.session import TuneOptions, open_database
 
@@ -31,7 +29,7 @@ def _measure(network: str, budget: int, work_root: Path, target, rounds: int) ->
     model = load_model(network)
     calls, estimates = {}, {}
     # Building runs TVM code (the weight pre-packing): size the thread pool before the first build.
-    with tvm_threads(int(target.attrs["num-cores"])):
+    with tvm_threads(network_threads(target)):
         for layout_free in (True, False):
             label = "layout-free" if layout_free else "fixed layout"
             work_dir = work_root / f"{model_slug(network)}-{'free' if layout_free else 'fixed'}"
@@ -41,9 +39,7 @@ def _measure(network: str, budget: int, work_root: Path, target, rounds: int) ->
             )  # fmt: skip
             estimates[label] = tuned.weighted_latency * 1e3
             executable = build_network(relax_module(model), open_database(work_dir), target, layout_free)
-            vm = relax.VirtualMachine(executable, tvm.cpu())
-            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-            calls[label] = lambda vm=vm, arguments=arguments: vm["main"](*arguments)
+            calls[label] = LoadedNetwork(executable, model.inputs)
         seconds = {k: latency.seconds for k, latency in time_interleaved(calls, rounds, 0.3).items()}
     return {
         "network": network,

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 
 from benchmarks.common import machine_info
 from tvm_transfer.networks import load_model, relax_module
-from tvm_transfer.runtimes import ComparedModel, as_arrays, compare_runtimes
+from tvm_transfer.runner import network_threads
+from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
 from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, repick
 from tvm_transfer.tuning.session import open_database
@@ -185,13 +186,8 @@ def time_work_dirs(
     (:func:`~tvm_transfer.tuning.repick.repick`; one mode for every arm or one per arm); an arm re-picked
     has ``repicked``, ``repick_changed`` and ``repick_mode`` in its entry: the tasks re-picked, those whose
     record changed, and the mode."""
-    import tvm
-    from tvm import relax
-
-    from tvm_transfer.runtimes import tvm_threads
-
     model = load_model(network)
-    threads = int(target.attrs["num-cores"])
+    threads = network_threads(target)
     mod = relax_module(model)
     modes = {arm: repick_mode if isinstance(repick_mode, str) else repick_mode[arm] for arm in work_dirs}
     calls, repicks = {}, {}
@@ -201,9 +197,7 @@ def time_work_dirs(
             database, repicked = repick(modes[arm], open_database(work_dir), tasks, target, mod, model.inputs)
             if repicked is not None:
                 repicks[arm] = repicked
-            vm = relax.VirtualMachine(build_network(mod, database, target), tvm.cpu())
-            arguments = [tvm.runtime.tensor(x) for x in model.inputs]
-            calls[arm] = lambda vm=vm, arguments=arguments: as_arrays(vm["main"](*arguments))
+            calls[arm] = LoadedNetwork(build_network(mod, database, target), model.inputs).outputs
         results = compare_runtimes(
             ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
             calls,

@@ -1,7 +1,8 @@
 """The timed runner and the shared workers. On real measurements: a candidate that runs past the deadline
 has its worker killed and fails saying so, and the next candidate is measured by a fresh worker; with
 several passes each candidate is measured that often, a failed one once; the runs of one process share
-their workers, and a worker killed in one run leaves the next one measuring. On scripted measurements:
+their workers, and a worker killed in one run leaves the next one measuring; a runner's worker is replaced
+after a set number of measurements (its memory grows with each). On scripted measurements:
 which pass is kept, and that a run stopped half way hands on what it measured, once."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+import tvm_transfer.runner
 from tvm_transfer.runner import (
     TimedRunner,
     evaluator_config,
@@ -58,14 +60,36 @@ def test_runs_in_one_process_share_workers_and_a_worker_killed_in_one_leaves_the
     assert first_builder is second_builder and first is not second and first.inner is second.inner
     assert first.pool is not measuring_workers(target, min_repeat_ms=1)[1].pool
     (before,) = [f.result() for f in first.run(inputs[:1])]
-    worker = next(iter(first.pool._worker_map.values()))._proc.pid
+    worker = _worker_pid(first)
     first.deadline_sec = 0  # killed as it starts measuring
     (killed,) = [f.result() for f in first.run(inputs[:1])]
     assert before.error_msg is None and killed.error_msg.startswith("TimedRunner: no result after 0 s")
     # A killed job leaves its artifact's unpacked directory behind, so another candidate is measured next.
     (after,) = [f.result() for f in second.run(inputs[1:])]
     assert after.error_msg is None and 0 < runner_seconds(after) < 1
-    assert next(iter(second.pool._worker_map.values()))._proc.pid != worker
+    assert _worker_pid(second) != worker
+
+
+def _worker_pid(runner) -> int:
+    """The process id of the one worker of ``runner`` (a local runner or a timed runner around one)."""
+    return next(iter(runner.pool._worker_map.values()))._proc.pid
+
+
+def test_a_runners_worker_is_replaced_after_its_uses_and_the_next_measurement_runs(
+    target, matmul, monkeypatch
+):
+    monkeypatch.setattr(tvm_transfer.runner, "RUNNER_WORKER_USES", 2)
+    inputs = _built_inputs(target, matmul)
+    runner = local_runner(number=1, min_repeat_ms=0)
+    try:
+        pids, results = [], []
+        for runner_input in [*inputs, *inputs]:
+            results += [f.result() for f in runner.run([runner_input])]
+            pids.append(_worker_pid(runner))
+        assert all(r.error_msg is None and 0 < runner_seconds(r) < 1 for r in results)
+        assert pids[0] == pids[1] and pids[2] == pids[3] and pids[1] != pids[2]
+    finally:
+        runner.pool.shutdown()
 
 
 @derived_object

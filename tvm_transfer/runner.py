@@ -6,7 +6,9 @@ from __future__ import annotations
 import atexit
 import functools
 import inspect
+import logging
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -14,13 +16,15 @@ from collections.abc import Callable, Sequence
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
-from tvm.support.popen_pool import kill_child_processes
+from tvm.support.popen_pool import PopenPoolExecutor, kill_child_processes
 
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 
 #: Single runs in one timing with cold caches (:func:`cold_evaluator_config`): their mean steadies it.
 COLD_RUNS = 10
+#: Measurements after which a runner's worker process is replaced (see :func:`local_runner`).
+RUNNER_WORKER_USES = 128
 
 
 def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
@@ -53,7 +57,21 @@ def local_runner(
     single thread on a 2-vCPU machine."""
     initializer = functools.partial(_limit_threads, num_threads) if num_threads else None
     evaluator = cold_evaluator_config() if cold_caches else evaluator_config(number, repeat, min_repeat_ms)
-    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer)
+    runner = ms.runner.LocalRunner(
+        timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer
+    )
+    # MetaSchedule's runner keeps one worker process for its lifetime, and the worker's memory grows with
+    # every program it measures (by megabytes for a network's large layers): a runner shared by a long run
+    # filled a 24 GB machine. Its worker is therefore replaced after every RUNNER_WORKER_USES measurements.
+    runner.pool.shutdown()
+    runner.pool = PopenPoolExecutor(
+        max_workers=1,
+        timeout=timeout_sec,
+        initializer=initializer,
+        maximum_process_uses=RUNNER_WORKER_USES,
+        stderr=subprocess.STDOUT if logging.root.level <= logging.DEBUG else subprocess.DEVNULL,
+    )
+    return runner
 
 
 def measuring_threads(target: tvm.target.Target) -> int | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
@@ -9,8 +12,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.fast_math import use_fast_math
 from tvm_transfer.networks import fusion_passes, lowering_passes, prepack_passes
+from tvm_transfer.runtimes import as_arrays
 
-__all__ = ["build_network"]
+__all__ = ["LoadedNetwork", "build_network"]
 
 
 def build_network(
@@ -34,3 +38,21 @@ def build_network(
     use_fast_math()
     with target, database, tvm.transform.PassContext(opt_level=3):
         return relax.build(mod, target=target, relax_pipeline=pipeline)
+
+
+class LoadedNetwork:
+    """A built network loaded in a Relax VM on the CPU with fixed inputs: calling it runs the network once.
+
+    ``vm`` is the loaded virtual machine (for its ``set_instrument`` hook); the inputs are copied to TVM
+    tensors once, so a call times the network alone."""
+
+    def __init__(self, executable: relax.VMExecutable, inputs: Sequence[np.ndarray]) -> None:
+        self.vm = relax.VirtualMachine(executable, tvm.cpu())
+        self._arguments = [tvm.runtime.tensor(x) for x in inputs]
+
+    def __call__(self) -> object:
+        return self.vm["main"](*self._arguments)
+
+    def outputs(self) -> list[np.ndarray]:
+        """One run's outputs as NumPy arrays."""
+        return as_arrays(self())

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tvm
-from tvm import relax
 
 from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
 from tvm_transfer.runner import network_threads
@@ -18,13 +17,12 @@ from tvm_transfer.runtimes import (
     RUNTIMES,
     ComparedModel,
     RuntimeResult,
-    as_arrays,
     compare_runtimes,
     format_results,
     tvm_threads,
 )
 from tvm_transfer.target import as_target
-from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick
@@ -124,11 +122,10 @@ def compile_network(
         start = time.perf_counter()
         executable = build_network(mod, database, target, layout_free)
         build_seconds = time.perf_counter() - start
-        vm = relax.VirtualMachine(executable, tvm.cpu())
-        arguments = [tvm.runtime.tensor(x) for x in model.inputs]
+        network = LoadedNetwork(executable, model.inputs)
         results = compare_runtimes(
             ComparedModel(model.name, model.inputs, model.torch_module, model.onnx_path, threads),
-            {"TVM": lambda: as_arrays(vm["main"](*arguments))},
+            {"TVM": network.outputs},
             runtimes=runtimes,
             rounds=rounds,
         )
@@ -136,8 +133,8 @@ def compile_network(
         if profile:
             fused = fused_for_extraction(mod, target, layout_free)
             network_profile = profile_vm(
-                lambda: vm["main"](*arguments),
-                vm.set_instrument,
+                network,
+                network.vm.set_instrument,
                 tuned_seconds=tuned_latencies(fused, database, target),
             )
     return CompileResult(

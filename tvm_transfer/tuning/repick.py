@@ -34,14 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.networks import fused_for_extraction
 from tvm_transfer.runner import measuring_threads, network_threads
 from tvm_transfer.runtimes import tvm_threads
-from tvm_transfer.tuning.build import build_network
+from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network_profile import function_times, task_functions
 from tvm_transfer.tuning.retime import retime
 
@@ -157,17 +156,15 @@ def _function_seconds(
     """Per database, ``mod`` built with it and run on ``inputs`` in ``rounds`` rounds interleaved with the
     other builds: each of ``functions``' fastest time per call in the network (seconds)."""
     with tvm_threads(network_threads(target)):
-        calls = []
-        for database in databases:
-            vm = relax.VirtualMachine(build_network(mod, database, target, layout_free), tvm.cpu())
-            arguments = [tvm.runtime.tensor(x) for x in inputs]
-            calls.append((lambda vm=vm, arguments=arguments: vm["main"](*arguments), vm.set_instrument))
-        for call, _ in calls:
-            call()  # the pooled allocator's first allocations, the weights' page faults
-        fastest: list[dict[str, float]] = [{} for _ in calls]
+        networks = [
+            LoadedNetwork(build_network(mod, database, target, layout_free), inputs) for database in databases
+        ]
+        for network in networks:
+            network()  # the pooled allocator's first allocations, the weights' page faults
+        fastest: list[dict[str, float]] = [{} for _ in networks]
         for _ in range(rounds):
-            for build, (call, set_instrument) in enumerate(calls):
-                for name, timing in function_times(call, set_instrument).items():
+            for build, network in enumerate(networks):
+                for name, timing in function_times(network, network.vm.set_instrument).items():
                     if name in functions:
                         per_call = timing.network_seconds / timing.calls
                         fastest[build][name] = min(fastest[build].get(name, math.inf), per_call)
