@@ -18,7 +18,7 @@ from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.repick import DEFAULT_REPICK, repick
+from tvm_transfer.tuning.repick import DEFAULT_REPICK, repick, resolve_repick_mode
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -185,11 +185,15 @@ def time_work_dirs(
     Every arm is built as ``compile`` builds it, its heaviest tasks re-picked as ``repick_mode`` says
     (:func:`~tvm_transfer.tuning.repick.repick`; one mode for every arm or one per arm); an arm re-picked
     has ``repicked``, ``repick_changed`` and ``repick_mode`` in its entry: the tasks re-picked, those whose
-    record changed, and the mode."""
+    record changed, and the mode (``auto`` resolved:
+    :func:`~tvm_transfer.tuning.repick.resolve_repick_mode`)."""
     model = load_model(network)
     threads = network_threads(target)
     mod = relax_module(model)
-    modes = {arm: repick_mode if isinstance(repick_mode, str) else repick_mode[arm] for arm in work_dirs}
+    modes = {
+        arm: resolve_repick_mode(repick_mode if isinstance(repick_mode, str) else repick_mode[arm], mod)
+        for arm in work_dirs
+    }
     calls, repicks = {}, {}
     tasks = extract_network_tasks(model, target) if set(modes.values()) != {"none"} else []
     with tvm_threads(threads):

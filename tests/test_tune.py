@@ -11,12 +11,17 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.networks import load_model, relax_module
+from tvm_transfer.networks import constant_bytes, load_model, relax_module
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
-from tvm_transfer.tuning.repick import repick, repick_in_network, repick_records
+from tvm_transfer.tuning.repick import (
+    repick,
+    repick_in_network,
+    repick_records,
+    resolve_repick_mode,
+)
 from tvm_transfer.tuning.session import open_database
 
 
@@ -132,6 +137,17 @@ def test_repick_refuses_settings_it_cannot_pick_with(target, top_k, rounds, shar
 def test_repick_refuses_an_unknown_mode(target):
     with pytest.raises(ValueError, match="unknown re-pick mode 'hot'"):
         repick("hot", ms.database.MemoryDatabase(), [], target, None, [])
+
+
+def test_auto_repick_is_cold_only_where_the_weights_outgrow_the_last_level_cache():
+    mod = relax_module(load_model("mlp"))
+    weights = constant_bytes(mod)
+    assert resolve_repick_mode("auto", mod, cache_bytes=weights) == "warm"
+    assert resolve_repick_mode("auto", mod, cache_bytes=weights - 1) == "cold"
+    for mode in ("none", "warm", "cold", "network"):  # a named mode is kept, whatever the network
+        assert resolve_repick_mode(mode, mod, cache_bytes=1) == mode
+    with pytest.raises(ValueError, match="unknown re-pick mode 'hot'"):
+        resolve_repick_mode("hot", mod)
 
 
 @pytest.mark.parametrize(("runs", "warm_calls"), [(0, 3), (5, 0)])

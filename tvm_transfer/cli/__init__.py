@@ -426,7 +426,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="how the heaviest tasks' schedules are chosen among their top records before the build: "
         "re-timed together warm (as tuned) or cold (caches flushed before every run), or inside the "
         "network (one build per candidate rank, every function call timed); none: the best records as "
-        "measured (default: %(default)s; docs/models.md)",
+        "measured; auto: cold when the network's weights outgrow the last-level cache, else warm "
+        "(default: %(default)s; docs/models.md)",
     )
     parser.add_argument(
         "--no-repick", dest="repick", action="store_const", const="none", help="the same as --repick none"

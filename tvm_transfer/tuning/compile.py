@@ -25,7 +25,7 @@ from tvm_transfer.target import as_target
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
-from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick
+from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick, resolve_repick_mode
 from tvm_transfer.tuning.session import open_database
 
 if TYPE_CHECKING:
@@ -105,7 +105,9 @@ def compile_network(
     (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). ``repick_mode`` (one of
     :data:`~tvm_transfer.tuning.repick.REPICK_MODES`) says how the heaviest tasks' schedules are chosen
     among their top records, re-timed together, rather than as the one record timed fastest once
-    (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured)."""
+    (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured; ``auto`` is resolved
+    for this network and machine, :func:`~tvm_transfer.tuning.repick.resolve_repick_mode`, and the result
+    holds the mode it stood for)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
@@ -116,6 +118,7 @@ def compile_network(
         apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
     database = open_database(Path(work_dir))
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
+    repick_mode = resolve_repick_mode(repick_mode, mod)
     database, repicked = repick(repick_mode, database, tasks, target, mod, model.inputs, layout_free)
     # Building runs TVM code (the weight pre-packing): the thread pool must be sized before that.
     with tvm_threads(threads):

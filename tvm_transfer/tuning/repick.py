@@ -22,7 +22,9 @@ Neither timing is the network's: a layer runs after other layers that left their
 weights pre-packed for its schedule. :func:`repick_in_network` therefore times the candidates where they
 run: it builds the network once per candidate rank and times every function call of those builds in
 interleaved rounds, each task keeping the candidate whose functions took least time in the network.
-:func:`repick` chooses between the ways by name (:data:`REPICK_MODES`).
+:func:`repick` chooses between the ways by name (:data:`REPICK_MODES`). By default (``auto``,
+:func:`resolve_repick_mode`) a network whose weights outgrow the last-level cache is re-picked with cold
+caches, any other warm (``docs/models.md`` has the studies).
 """
 
 from __future__ import annotations
@@ -37,21 +39,32 @@ import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
-from tvm_transfer.networks import fused_for_extraction
+from tvm_transfer.networks import constant_bytes, fused_for_extraction
 from tvm_transfer.runner import measuring_threads, network_threads
 from tvm_transfer.runtimes import tvm_threads
+from tvm_transfer.target import last_level_cache_bytes
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network_profile import function_times, task_functions
 from tvm_transfer.tuning.retime import retime
 
-__all__ = ["DEFAULT_REPICK", "REPICK_MODES", "Repick", "repick", "repick_in_network", "repick_records"]
+__all__ = [
+    "DEFAULT_REPICK",
+    "REPICK_MODES",
+    "Repick",
+    "repick",
+    "repick_in_network",
+    "repick_records",
+    "resolve_repick_mode",
+]
 
 #: How :func:`repick` re-picks: ``none`` builds every task from its best record as measured; ``warm`` and
 #: ``cold`` re-time the top records on their own, back to back or with the caches flushed before every run
-#: (:func:`repick_records`); ``network`` times them inside the network (:func:`repick_in_network`).
-REPICK_MODES = ("none", "warm", "cold", "network")
+#: (:func:`repick_records`); ``network`` times them inside the network (:func:`repick_in_network`);
+#: ``auto`` is ``cold`` or ``warm`` as the network's weights and the machine's cache say
+#: (:func:`resolve_repick_mode`).
+REPICK_MODES = ("auto", "none", "warm", "cold", "network")
 #: The mode ``compile`` re-picks with unless told otherwise.
-DEFAULT_REPICK = "warm"
+DEFAULT_REPICK = "auto"
 
 
 @dataclass(frozen=True)
@@ -180,16 +193,31 @@ def repick(
     inputs: Sequence[np.ndarray],
     layout_free: bool = True,
 ) -> tuple[ms.database.Database, list[Repick] | None]:
-    """The database to build ``mod`` from, re-picked as ``mode`` (one of :data:`REPICK_MODES`) says with
-    each way's default settings, and what changed (``None`` for ``none``). Raises ``ValueError`` for an
-    unknown mode."""
+    """The database to build ``mod`` from, re-picked as ``mode`` (one of :data:`REPICK_MODES`; ``auto``
+    resolved by :func:`resolve_repick_mode`) says with each way's default settings, and what changed
+    (``None`` for ``none``). Raises ``ValueError`` for an unknown mode."""
+    mode = resolve_repick_mode(mode, mod)
     if mode == "none":
         return database, None
-    if mode in ("warm", "cold"):
-        return repick_records(database, tasks, target, cold_caches=mode == "cold")
     if mode == "network":
         return repick_in_network(database, tasks, target, mod, inputs, layout_free=layout_free)
-    raise ValueError(f"unknown re-pick mode {mode!r}: use one of {', '.join(REPICK_MODES)}")
+    return repick_records(database, tasks, target, cold_caches=mode == "cold")
+
+
+def resolve_repick_mode(mode: str, mod: tvm.IRModule, *, cache_bytes: int | None = None) -> str:
+    """The mode of :data:`REPICK_MODES` that ``mode`` stands for with the network ``mod`` on this machine:
+    ``mode`` itself unless it is ``auto``. ``auto`` is ``cold`` when ``mod``'s weights
+    (:func:`~tvm_transfer.networks.constant_bytes`, bytes) exceed the last-level cache (``cache_bytes``,
+    default this machine's; unknown counts as large enough), ``warm`` otherwise: where the weights fit,
+    every layer finds its weights as warm as the tuner timed them, and cold timings were measured to pick
+    worse; where they do not, each layer's weights arrive from memory, and cold timings picked better.
+    Raises ``ValueError`` for an unknown mode."""
+    if mode not in REPICK_MODES:
+        raise ValueError(f"unknown re-pick mode {mode!r}: use one of {', '.join(REPICK_MODES)}")
+    if mode != "auto":
+        return mode
+    cache = last_level_cache_bytes() if cache_bytes is None else cache_bytes
+    return "cold" if cache is not None and constant_bytes(mod) > cache else "warm"
 
 
 def _check_settings(top_k: int, rounds: int, share: float) -> None:
