@@ -9,8 +9,8 @@ network itself, or not at all. Here every development network, tuned by the defa
 own noise is part of what is judged), and the builds are timed in the same interleaved rounds. The first
 mode of ``--modes`` is the reference the others are compared with, run by run; a mode's spread over the
 timing runs (slowest / fastest) says how much one build can be trusted. The development networks are
-those of the transfer studies, whose weights fit a large cache, and BERT-small's encoder, whose weights
-are larger (:data:`~benchmarks.corpus.DEV_LARGE_WEIGHTS`).
+those of the transfer studies, whose weights fit a large cache, and BERT-small's encoder and Wide
+ResNet-50-2, whose weights are larger (:data:`~benchmarks.corpus.DEV_LARGE_WEIGHTS`).
 
 Each network's work dir is tuned here first when it has fewer than ``--trials`` measured records (resumes).
 Each timing run is saved as it ends; a stopped run resumes.
