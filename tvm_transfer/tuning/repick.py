@@ -208,7 +208,7 @@ def resolve_repick_mode(mode: str, mod: tvm.IRModule, *, cache_bytes: int | None
     """The mode of :data:`REPICK_MODES` that ``mode`` stands for with the network ``mod`` on this machine:
     ``mode`` itself unless it is ``auto``. ``auto`` is ``cold`` when ``mod``'s weights
     (:func:`~tvm_transfer.networks.constant_bytes`, bytes) exceed the last-level cache (``cache_bytes``,
-    default this machine's; unknown counts as large enough), ``warm`` otherwise: where the weights fit,
+    default this machine's; an unknown one counts as holding them), ``warm`` otherwise: where they fit,
     every layer finds its weights as warm as the tuner timed them, and cold timings were measured to pick
     worse; where they do not, each layer's weights arrive from memory, and cold timings picked better.
     Raises ``ValueError`` for an unknown mode."""
