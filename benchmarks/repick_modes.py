@@ -12,12 +12,19 @@ timing runs (slowest / fastest) says how much one build can be trusted. The deve
 those of the transfer studies, whose weights fit a large cache, and BERT-small's encoder and Wide
 ResNet-50-2, whose weights are larger (:data:`~benchmarks.corpus.DEV_LARGE_WEIGHTS`).
 
+With ``--tune-caches warm,cold`` every network is also tuned a second time with the tuner timing its
+candidates with cold caches (``tune-network --measure-caches cold``, its own work dir), and every mode is
+built from both work dirs: arm ``MODE`` from the work dir tuned warm, ``MODE@tuned-cold`` from the one tuned
+cold.
+
 Each network's work dir is tuned here first when it has fewer than ``--trials`` measured records (resumes).
 Each timing run is saved as it ends; a stopped run resumes.
 
     nice -n 19 python -m benchmarks.repick_modes --modes warm,none,network --report-name repick_network_dev \
         > work/logs/repick_modes.log 2>&1 &
     nice -n 19 python -m benchmarks.repick_modes --modes warm,cold --report-name repick_caches_dev
+    nice -n 19 python -m benchmarks.repick_modes --modes cold --tune-caches warm,cold --networks bert_small \
+        --trials 2000 --runs 8 --report-name tuning_caches_dev
 """
 
 from __future__ import annotations
@@ -40,31 +47,52 @@ from tvm_transfer.tuning.repick import REPICK_MODES
 from tvm_transfer.tuning.rounds import read_rounds
 
 NETWORKS = (*DEV_NETWORKS, *DEV_LARGE_WEIGHTS)
+#: How the tuner may time its candidates here (``tune-network --measure-caches``).
+TUNE_CACHES = ("warm", "cold")
 
 
-def _tuned(network: str, work_dir: Path, trials: int) -> None:
+def arms(modes: list[str], tune_caches: list[str]) -> dict[str, tuple[str, str]]:
+    """The arms timed: name -> (how its work dir was tuned, its re-pick mode); ``MODE`` for the work dir
+    tuned warm, ``MODE@tuned-cold`` for the one tuned cold."""
+    return {
+        mode if caches == "warm" else f"{mode}@tuned-{caches}": (caches, mode)
+        for caches in tune_caches
+        for mode in modes
+    }
+
+
+def _work_dir(root: Path, network: str, caches: str) -> Path:
+    slug = model_slug(network)
+    return root / (slug if caches == "warm" else f"{slug}@tuned-{caches}")
+
+
+def _tuned(network: str, work_dir: Path, trials: int, caches: str) -> None:
     """``work_dir`` tuned for this machine by the default (transfer on) to ``trials`` measured records, as
-    ``tune-network`` tunes it."""
+    ``tune-network --measure-caches CACHES`` tunes it."""
     from tvm_transfer.cli import main as cli
 
     rounds = read_rounds(work_dir)
     if rounds and rounds[-1]["trials"] >= trials:
         return
-    print(f"== {network}: tuning to {trials} trials in {work_dir}", flush=True)
-    if cli(["tune-network", network, "--work-dir", str(work_dir), "--trials", str(trials)]) != 0:
+    print(f"== {network}: tuning ({caches}) to {trials} trials in {work_dir}", flush=True)
+    command = ["tune-network", network, "--work-dir", str(work_dir), "--trials", str(trials)]
+    if cli([*command, "--measure-caches", caches]) != 0:
         raise SystemExit(f"tuning {network} failed")
 
 
-def _timing_run(network: str, work_dir: Path, target, rounds: int, modes: list[str]) -> dict:
-    """One timing run: ``work_dir`` built once per re-pick mode, timed side by side."""
+def _timing_run(
+    network: str, work_dirs: dict[str, Path], target, rounds: int, timed: dict[str, tuple[str, str]]
+) -> dict:
+    """One timing run: every arm of ``timed`` (:func:`arms`) built from its work dir (by how it was tuned,
+    ``work_dirs``) with its re-pick mode, timed side by side."""
     with StolenCpu() as stolen:
         latency = time_work_dirs(
             network,
-            {mode: work_dir for mode in modes},
+            {arm: work_dirs[caches] for arm, (caches, _) in timed.items()},
             target,
             rounds,
             references=False,
-            repick_mode=dict(zip(modes, modes, strict=True)),
+            repick_mode={arm: mode for arm, (_, mode) in timed.items()},
         )
     return {
         "network": network,
@@ -74,26 +102,32 @@ def _timing_run(network: str, work_dir: Path, target, rounds: int, modes: list[s
     }
 
 
+def _arm_names(report: dict) -> list[str]:
+    """The arms of ``report`` (:func:`arms`), the reference first; a report without ``tune_caches`` tuned
+    warm only."""
+    return list(arms(report["modes"], report.get("tune_caches", ["warm"])))
+
+
 def summarize(report: dict) -> dict:
-    """Per network: its weights (MB), whether they exceed the last-level cache, and per mode its median
-    latency over the timing runs (ms), its spread (slowest / fastest run) and, for every mode but the
-    first, its latency over the first mode's per run and the median of those."""
-    reference, *others = report["modes"]
+    """Per network: its weights (MB), whether they exceed the last-level cache, and per arm its median
+    latency over the timing runs (ms), its spread (slowest / fastest run) and, for every arm but the
+    first, its latency over the first arm's per run and the median of those."""
+    reference, *others = names = _arm_names(report)
     summary = {}
     for network, weights in report["weights_bytes"].items():
         runs = [r for r in report["runs"] if r["network"] == network]
         if not runs:
             continue
-        ms = {mode: [r["latency"][mode]["ms"] for r in runs] for mode in report["modes"]}
-        ratios = {mode: [a / b for a, b in zip(ms[mode], ms[reference], strict=True)] for mode in others}
+        ms = {arm: [r["latency"][arm]["ms"] for r in runs] for arm in names}
+        ratios = {arm: [a / b for a, b in zip(ms[arm], ms[reference], strict=True)] for arm in others}
         summary[network] = {
             "weights_mb": weights / 2**20,
             "runs": len(runs),
             "outgrows_cache": _outgrows(weights, report["last_level_cache_bytes"]),
-            "median_ms": {mode: float(np.median(v)) for mode, v in ms.items()},
-            "spread": {mode: max(v) / min(v) for mode, v in ms.items()},
+            "median_ms": {arm: float(np.median(v)) for arm, v in ms.items()},
+            "spread": {arm: max(v) / min(v) for arm, v in ms.items()},
             "over_reference": ratios,
-            "median_over_reference": {mode: float(np.median(v)) for mode, v in ratios.items()},
+            "median_over_reference": {arm: float(np.median(v)) for arm, v in ratios.items()},
         }
     return summary
 
@@ -106,26 +140,33 @@ def _outgrows(weights: int, cache: int | None) -> str:
 
 def _markdown(report: dict) -> str:
     cache = report["last_level_cache_bytes"]
-    reference, *others = report["modes"]
+    reference, *others = names = _arm_names(report)
+    tuned_cold = "cold" in report.get("tune_caches", ["warm"])
+    tuning = (
+        ", once with the tuner timing warm and once cold (arms `MODE@tuned-cold` built from the latter)"
+        if tuned_cold
+        else ""
+    )
     lines = [
-        f"# Re-pick modes: {', '.join(report['modes'])} (development networks)\n",
+        f"# Re-pick modes{' and tuner timings' if tuned_cold else ''}: {', '.join(names)} "
+        "(development networks)\n",
         f"{report['machine']['cpu']} ({report['machine']['cores']} cores), target `{report['target']}`, "
         f"last-level cache {f'{cache / 2**20:.0f} MB' if cache else 'unknown'}, commit {report['commit']}. "
-        f"Each network tuned by the default to {report['trials']} trials, then built once per re-pick mode "
+        f"Each network tuned by the default to {report['trials']} trials{tuning}, then built once per arm "
         f"(each re-pick made afresh) and timed side by side in {report['rounds']} interleaved rounds per "
-        f"timing run. Ratios are to `{reference}`, run by run; spread is a mode's slowest timing run over "
+        f"timing run. Ratios are to `{reference}`, run by run; spread is an arm's slowest timing run over "
         "its fastest.\n",
         "| network | weights MB | weights > cache | runs | "
-        + " | ".join(f"{mode} ms, median (spread)" for mode in report["modes"])
-        + "".join(f" | {mode} / {reference} per run | median" for mode in others)
+        + " | ".join(f"{arm} ms, median (spread)" for arm in names)
+        + "".join(f" | {arm} / {reference} per run | median" for arm in others)
         + " |",
-        "|---|---|---|---|" + "---|" * (len(report["modes"]) + 2 * len(others)),
+        "|---|---|---|---|" + "---|" * (len(names) + 2 * len(others)),
     ]
     for network, row in summarize(report).items():
-        cells = [f"{row['median_ms'][mode]:.2f} ({row['spread'][mode]:.3f})" for mode in report["modes"]]
-        for mode in others:
-            cells.append(", ".join(f"{r:.3f}" for r in row["over_reference"][mode]))
-            cells.append(f"{row['median_over_reference'][mode]:.3f}")
+        cells = [f"{row['median_ms'][arm]:.2f} ({row['spread'][arm]:.3f})" for arm in names]
+        for arm in others:
+            cells.append(", ".join(f"{r:.3f}" for r in row["over_reference"][arm]))
+            cells.append(f"{row['median_over_reference'][arm]:.3f}")
         lines.append(
             f"| {network} | {row['weights_mb']:.1f} | {row['outgrows_cache']} | {row['runs']} | "
             + " | ".join(cells)
@@ -137,14 +178,18 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _modes(text: str) -> list[str]:
-    modes = text.split(",")
-    unknown = [m for m in modes if m not in REPICK_MODES]
-    if unknown or len(modes) < 2 or len(set(modes)) < len(modes):
-        raise argparse.ArgumentTypeError(
-            f"give two or more different modes of {', '.join(REPICK_MODES)}, comma-separated; got {text!r}"
-        )
-    return modes
+def _choices(allowed: tuple[str, ...]):
+    """An argparse type: comma-separated different values of ``allowed``."""
+
+    def parse(text: str) -> list[str]:
+        values = text.split(",")
+        if not set(values) <= set(allowed) or len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(
+                f"give different values of {', '.join(allowed)}, comma-separated; got {text!r}"
+            )
+        return values
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,9 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=200, help="tuning budget per network (default 200)")
     parser.add_argument(
         "--modes",
-        type=_modes,
+        type=_choices(REPICK_MODES),
         required=True,
         help="re-pick modes compared, comma-separated, the reference first (e.g. warm,none,network)",
+    )
+    parser.add_argument(
+        "--tune-caches",
+        type=_choices(TUNE_CACHES),
+        default=["warm"],
+        help="how the tuner times candidates, comma-separated: every mode is built from a work dir tuned "
+        "each way (default: warm)",
     )
     parser.add_argument(
         "--networks",
@@ -173,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not set(args.networks) <= set(NETWORKS):
         parser.error(f"--networks: only the development networks {', '.join(NETWORKS)}")
+    timed = arms(args.modes, args.tune_caches)
+    if len(timed) < 2:
+        parser.error("--modes and --tune-caches give one arm: compare two or more")
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     target = host_target()
@@ -181,16 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     report = json.loads(path.read_text()) if path.is_file() else {"runs": []}
     if report["runs"] and report["target_id"] != target_id(target):
         raise SystemExit(f"{path} was timed on {report['target_id']}: move it away to start over here")
-    settings = (args.trials, args.rounds, args.modes)
-    if report["runs"] and (report["trials"], report["rounds"], report.get("modes")) != settings:
+    settings = (args.trials, args.rounds, list(timed))
+    if report["runs"] and (report["trials"], report["rounds"], _arm_names(report)) != settings:
         raise SystemExit(
-            f"{path} was timed at {report['trials']} trials, {report['rounds']} rounds, modes "
-            f"{report.get('modes')}: pass those to resume, or move it away to start over"
+            f"{path} was timed at {report['trials']} trials, {report['rounds']} rounds, arms "
+            f"{', '.join(_arm_names(report))}: pass those to resume, or move it away to start over"
         )
     report.update(
         {
             "networks": list(NETWORKS),
             "modes": args.modes,
+            "tune_caches": args.tune_caches,
             "trials": args.trials,
             "rounds": args.rounds,
             "target": str(target),
@@ -202,12 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     for network in args.networks:
-        work_dir = root / model_slug(network)
-        _tuned(network, work_dir, args.trials)
+        work_dirs = {caches: _work_dir(root, network, caches) for caches in args.tune_caches}
+        for caches, work_dir in work_dirs.items():
+            _tuned(network, work_dir, args.trials, caches)
         done = [r for r in report["runs"] if r["network"] == network]
         for index in range(len(done), args.runs):
             print(f"== {network}: timing run {index + 1} of {args.runs}", flush=True)
-            report["runs"].append(_timing_run(network, work_dir, target, args.rounds, args.modes))
+            report["runs"].append(_timing_run(network, work_dirs, target, args.rounds, timed))
             write_report("transfer", args.report_name, report, _markdown(report))
     return 0
 

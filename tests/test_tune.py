@@ -12,8 +12,13 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.networks import constant_bytes, load_model, relax_module
+from tvm_transfer.runner import COLD_RUNS
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import (
+    extract_network_tasks,
+    resolve_measure_caches,
+    tune_network,
+)
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
 from tvm_transfer.tuning.repick import (
@@ -22,7 +27,7 @@ from tvm_transfer.tuning.repick import (
     repick_records,
     resolve_repick_mode,
 )
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.session import Measurement, open_database
 
 
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
@@ -148,6 +153,32 @@ def test_auto_repick_is_cold_only_where_the_weights_outgrow_the_last_level_cache
         assert resolve_repick_mode(mode, mod, cache_bytes=1) == mode
     with pytest.raises(ValueError, match="unknown re-pick mode 'hot'"):
         resolve_repick_mode("hot", mod)
+
+
+def test_a_network_tuned_with_cold_caches_times_every_candidate_in_single_flushed_runs(
+    target, small_options, tmp_path
+):
+    model = load_model("mlp")
+    options = replace(small_options, trials=8)
+    tune_network(model, tmp_path / "warm", target=target, options=options)
+    tune_network(model, tmp_path / "cold", target=target, options=options, measure_caches="cold")
+    runs = {
+        arm: {len(r.run_secs) for r in open_database(tmp_path / arm).get_all_tuning_records()}
+        for arm in ("warm", "cold")
+    }
+    # The warm runner keeps the mean of its back-to-back runs; the cold one every flushed single run.
+    assert runs == {"warm": {1}, "cold": {COLD_RUNS}}
+    weights = constant_bytes(relax_module(model))
+    assert resolve_measure_caches("auto", model, cache_bytes=weights) == "warm"
+    assert resolve_measure_caches("auto", model, cache_bytes=weights - 1) == "cold"
+    with pytest.raises(ValueError, match="unknown measure_caches 'hot'"):
+        tune_network(model, tmp_path / "hot", target=target, options=options, measure_caches="hot")
+    with pytest.raises(ValueError, match="give a runner timing cold"):
+        tune_network(
+            model, tmp_path / "own", target=target, options=options, measure_caches="cold",
+            measure=Measurement(runner=ms.runner.LocalRunner()),
+        )  # fmt: skip
+    assert not (tmp_path / "hot").exists() and not (tmp_path / "own").exists()
 
 
 @pytest.mark.parametrize(("runs", "warm_calls"), [(0, 3), (5, 0)])

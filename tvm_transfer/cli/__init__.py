@@ -24,6 +24,7 @@ from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command, UsageError, bounded_float, bounded_int
 from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
+from tvm_transfer.tuning.network import MEASURE_CACHES
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, REPICK_MODES
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
@@ -224,6 +225,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
             selection=selection,
             search_strategy=_search_strategy(args, _options(args)),
             layout_free=not args.no_layout_rewrite,
+            measure_caches=args.measure_caches,
             **DEFAULT_POLICY.network_tuning(pack),
         )
 
@@ -434,6 +436,14 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repick-cold", dest="repick", action="store_const", const="cold", help="the same as --repick cold"
+    )
+    parser.add_argument(
+        "--measure-caches",
+        choices=MEASURE_CACHES,
+        default="warm",
+        help="how tuning times each candidate: warm (runs back to back, as MetaSchedule does) or cold "
+        "(caches flushed of its weights before every run); auto: cold when the network's weights outgrow "
+        "the last-level cache, else warm (default: %(default)s; measure a work dir one way only)",
     )
     parser.add_argument(
         "--profile-network",

@@ -12,6 +12,7 @@ from tvm_transfer.networks.relax_import import (
     lowering_passes,
     prepack_passes,
     relax_module,
+    weights_outgrow_cache,
 )
 from tvm_transfer.networks.sources import (
     TORCHVISION_PREFIX,
@@ -40,4 +41,5 @@ __all__ = [
     "parse_input_shape",
     "prepack_passes",
     "relax_module",
+    "weights_outgrow_cache",
 ]

@@ -20,6 +20,7 @@ from tvm import relax
 
 from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
+from tvm_transfer.target import last_level_cache_bytes
 
 __all__ = [
     "constant_bytes",
@@ -31,6 +32,7 @@ __all__ = [
     "lowering_passes",
     "prepack_passes",
     "relax_module",
+    "weights_outgrow_cache",
 ]
 
 
@@ -88,6 +90,15 @@ def constant_bytes(mod: tvm.IRModule) -> int:
         if isinstance(function, relax.Function):
             relax.analysis.post_order_visit(function, visit)
     return sum(seen.values())
+
+
+def weights_outgrow_cache(mod: tvm.IRModule, *, cache_bytes: int | None = None) -> bool:
+    """Whether ``mod``'s weights (:func:`constant_bytes`) exceed the last-level cache (``cache_bytes``,
+    default this machine's, :func:`~tvm_transfer.target.last_level_cache_bytes`). Then, between two calls
+    of a layer, every other layer's weights pass through the cache, and each layer's weights arrive from
+    memory. An unknown cache size counts as holding them."""
+    cache = last_level_cache_bytes() if cache_bytes is None else cache_bytes
+    return cache is not None and constant_bytes(mod) > cache
 
 
 def _from_torch(model: LoadedModel) -> tvm.IRModule:

@@ -19,7 +19,13 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import SIDECAR_FILE, task_id_of_mod, write_sidecar
 from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
+from tvm_transfer.networks import (
+    LoadedModel,
+    fused_for_extraction,
+    load_model,
+    relax_module,
+    weights_outgrow_cache,
+)
 from tvm_transfer.runner import measuring_workers
 from tvm_transfer.target import as_target
 from tvm_transfer.task_scheduler import first_round_batch
@@ -51,6 +57,9 @@ from tvm_transfer.tuning.task_selection import (
 if TYPE_CHECKING:
     from tvm_transfer.transfer.apply import AppliedTask
     from tvm_transfer.transfer.pack import TransferPack
+
+#: How a network's candidates may be timed (``tune_network``'s ``measure_caches``).
+MEASURE_CACHES = ("warm", "cold", "auto")
 
 #: One task of a result: (name, weight, FLOPs per call, best seconds, trials).
 TaskRow = tuple[str, float, float, float, int]
@@ -145,6 +154,7 @@ def tune_network(
     tasks_by_work: bool = False,
     task_scheduler: str = "gradient",
     first_round_share: float | None = None,
+    measure_caches: str = "warm",
 ) -> NetworkTuneResult:
     """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
     model); ``options.trials`` is the budget for the whole network (measured records already in
@@ -181,15 +191,23 @@ def tune_network(
     on from that record only when ``refine_from_pack`` and the budget per task exceeds what the pack's
     corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`; not with a ``selection``),
     and then after every other task's first batch; otherwise it is not tuned. The pack's records count
-    as no trials."""
+    as no trials.
+
+    ``measure_caches`` (one of :data:`MEASURE_CACHES`) says how candidates are timed: ``warm``, runs back
+    to back as MetaSchedule's runner times them (its weights stay cached); ``cold``, every run after the
+    CPU caches are flushed of the candidate's arguments but its input
+    (:func:`~tvm_transfer.runner.cold_evaluator_config`), as a layer of a network whose weights outgrow the
+    cache finds them; ``auto``, cold exactly for such a network (:func:`resolve_measure_caches`). Measure a
+    work dir one way only: records timed warm look faster than records timed cold. Raises ``ValueError``
+    for another value, or for ``cold`` with a runner in ``measure`` (that runner times as it was made)."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
+    measure = _measurement(measure or Measurement(), measure_caches, model, target)
     import_tensor_intrin_fast()
     name = model if isinstance(model, str) else model.name
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     work_dir = Path(work_dir)
-    measure = measure or Measurement()
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
     if selection is not None:
         result = _tune_selected(
@@ -265,6 +283,34 @@ def tune_network(
         from_pack=[extracted[i].task_name for i in sorted(applied)],
         refined=[extracted[i].task_name for i in refined],
     )
+
+
+def resolve_measure_caches(
+    measure_caches: str, model: str | LoadedModel, *, cache_bytes: int | None = None
+) -> str:
+    """``warm`` or ``cold``, as ``measure_caches`` (one of :data:`MEASURE_CACHES`) says for ``model`` on this
+    machine: ``auto`` is ``cold`` when the model's weights outgrow the last-level cache
+    (:func:`~tvm_transfer.networks.weights_outgrow_cache`, ``cache_bytes`` bytes as there). Raises
+    ``ValueError`` for another value."""
+    if measure_caches not in MEASURE_CACHES:
+        raise ValueError(f"unknown measure_caches {measure_caches!r}: use one of {', '.join(MEASURE_CACHES)}")
+    if measure_caches != "auto":
+        return measure_caches
+    model = load_model(model) if isinstance(model, str) else model
+    return "cold" if weights_outgrow_cache(relax_module(model), cache_bytes=cache_bytes) else "warm"
+
+
+def _measurement(
+    measure: Measurement, measure_caches: str, model: str | LoadedModel, target: tvm.target.Target
+) -> Measurement:
+    """``measure`` with a runner timing with cold caches when ``measure_caches`` resolves to ``cold``."""
+    if resolve_measure_caches(measure_caches, model) == "warm":
+        return measure
+    if measure.runner is not None:
+        raise ValueError(
+            "measure_caches='cold' replaces the default runner: give a runner timing cold instead"
+        )
+    return dataclasses.replace(measure, runner=measuring_workers(target, cold_caches=True)[1])
 
 
 def apply_transfer_pack(

@@ -39,10 +39,9 @@ import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import mean_run_seconds
-from tvm_transfer.networks import constant_bytes, fused_for_extraction
+from tvm_transfer.networks import fused_for_extraction, weights_outgrow_cache
 from tvm_transfer.runner import measuring_threads, network_threads
 from tvm_transfer.runtimes import tvm_threads
-from tvm_transfer.target import last_level_cache_bytes
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network_profile import function_times, task_functions
 from tvm_transfer.tuning.retime import retime
@@ -206,9 +205,9 @@ def repick(
 
 def resolve_repick_mode(mode: str, mod: tvm.IRModule, *, cache_bytes: int | None = None) -> str:
     """The mode of :data:`REPICK_MODES` that ``mode`` stands for with the network ``mod`` on this machine:
-    ``mode`` itself unless it is ``auto``. ``auto`` is ``cold`` when ``mod``'s weights
-    (:func:`~tvm_transfer.networks.constant_bytes`, bytes) exceed the last-level cache (``cache_bytes``,
-    default this machine's; an unknown one counts as holding them), ``warm`` otherwise: where they fit,
+    ``mode`` itself unless it is ``auto``. ``auto`` is ``cold`` when ``mod``'s weights outgrow the
+    last-level cache (:func:`~tvm_transfer.networks.weights_outgrow_cache`, ``cache_bytes`` bytes as
+    there), ``warm`` otherwise: where they fit,
     every layer finds its weights as warm as the tuner timed them, and cold timings were measured to pick
     worse; where they do not, each layer's weights arrive from memory, and cold timings picked better.
     Raises ``ValueError`` for an unknown mode."""
@@ -216,8 +215,7 @@ def resolve_repick_mode(mode: str, mod: tvm.IRModule, *, cache_bytes: int | None
         raise ValueError(f"unknown re-pick mode {mode!r}: use one of {', '.join(REPICK_MODES)}")
     if mode != "auto":
         return mode
-    cache = last_level_cache_bytes() if cache_bytes is None else cache_bytes
-    return "cold" if cache is not None and constant_bytes(mod) > cache else "warm"
+    return "cold" if weights_outgrow_cache(mod, cache_bytes=cache_bytes) else "warm"
 
 
 def _check_settings(top_k: int, rounds: int, share: float) -> None:
