@@ -51,19 +51,19 @@ NETWORKS = (*DEV_NETWORKS, *DEV_LARGE_WEIGHTS)
 TUNE_CACHES = ("warm", "cold")
 
 
+def _tuned_suffix(caches: str) -> str:
+    """What names an arm and a work dir tuned ``caches``: nothing for warm, ``@tuned-cold`` for cold."""
+    return "" if caches == "warm" else f"@tuned-{caches}"
+
+
 def arms(modes: list[str], tune_caches: list[str]) -> dict[str, tuple[str, str]]:
     """The arms timed: name -> (how its work dir was tuned, its re-pick mode); ``MODE`` for the work dir
     tuned warm, ``MODE@tuned-cold`` for the one tuned cold."""
-    return {
-        mode if caches == "warm" else f"{mode}@tuned-{caches}": (caches, mode)
-        for caches in tune_caches
-        for mode in modes
-    }
+    return {mode + _tuned_suffix(caches): (caches, mode) for caches in tune_caches for mode in modes}
 
 
 def _work_dir(root: Path, network: str, caches: str) -> Path:
-    slug = model_slug(network)
-    return root / (slug if caches == "warm" else f"{slug}@tuned-{caches}")
+    return root / (model_slug(network) + _tuned_suffix(caches))
 
 
 def _tuned(network: str, work_dir: Path, trials: int, caches: str) -> None:
