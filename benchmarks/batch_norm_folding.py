@@ -27,7 +27,6 @@ import argparse
 import logging
 import math
 import re
-import time
 import warnings
 from pathlib import Path
 
@@ -35,23 +34,18 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from benchmarks.common import StolenCpu, git_commit, machine_info, write_report
+from benchmarks.common import git_commit, machine_info, timing_runs, tuned_alone, write_report
 from tvm_transfer.networks import (
     LoadedModel,
     imported_module,
     load_model,
     model_slug,
-    relax_module,
 )
-from tvm_transfer.runner import network_threads
-from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
 from tvm_transfer.target import host_target, target_id
-from tvm_transfer.tuning.build import LoadedNetwork, build_network
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.retime import retime
-from tvm_transfer.tuning.rounds import read_rounds
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.session import open_database
 from tvm_transfer.tuning.task_selection import task_work
 
 NAME = "batch_norm_folding_dev"
@@ -80,16 +74,6 @@ def operator_key(task: ms.ExtractedTask) -> tuple:
 
 def _is_batch_norm_convolution(task: ms.ExtractedTask) -> bool:
     return "conv2d" in task.task_name and "divide" in task.task_name
-
-
-def _tuned(network: str, work_dir: Path, trials: int, target: tvm.target.Target) -> None:
-    """``work_dir`` tuned by TVM alone (MetaSchedule's ``XGBModel``, evolutionary search) to ``trials``."""
-    rounds = read_rounds(work_dir)
-    if rounds and rounds[-1]["trials"] >= trials:
-        return
-    print(f"== {network}: tuning to {trials} trials in {work_dir}", flush=True)
-    options = TuneOptions(trials=trials, seed=0, progress=True)
-    tune_network(load_model(network), work_dir, cost_model="tvm-xgb", target=target, options=options)
 
 
 def _encodings(mod: tvm.IRModule, target: tvm.target.Target) -> dict:
@@ -177,36 +161,6 @@ def _measure_pairs(
             chosen[build].commit_tuning_record(_record(sch, task.dispatched[0], secs, target, chosen[build]))
     merged = {build: ms.database.OrderedUnionDatabase(chosen[build], database) for build in BUILDS}
     return rows, merged
-
-
-def _timing_runs(
-    plain: LoadedModel, folded_network: LoadedModel, databases: dict, target, runs: int, rounds: int
-) -> list[dict]:
-    """The network built both ways and timed with ONNX Runtime in ``rounds`` interleaved rounds, ``runs``
-    times."""
-    modules = {"epilogue": relax_module(plain), "folded": relax_module(folded_network)}
-    threads = network_threads(target)
-    out = []
-    with tvm_threads(threads):
-        calls = {
-            build: LoadedNetwork(
-                build_network(modules[build], databases[build], target), plain.inputs
-            ).outputs
-            for build in BUILDS
-        }
-        compared = ComparedModel(plain.name, plain.inputs, plain.torch_module, plain.onnx_path, threads)
-        for _ in range(runs):
-            with StolenCpu() as stolen:
-                results = compare_runtimes(compared, calls, runtimes=("onnxruntime",), rounds=rounds)
-            out.append(
-                {
-                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                    "cpu_stolen": stolen.share,
-                    "ms": {r.name: r.seconds * 1e3 if r.ok else None for r in results},
-                    "max_abs_error": {r.name: r.max_abs_error for r in results},
-                }
-            )
-    return out
 
 
 def summarize(report: dict) -> dict:
@@ -325,12 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     for network in NETWORKS:
         work_dir = root / model_slug(network)
-        _tuned(network, work_dir, args.trials, target)
+        tuned_alone(load_model(network), work_dir, args.trials, target)
         print(f"== {network}: timing the pairs", flush=True)
         plain, folded = load_model(network), folded_model(network)
         rows, databases = _measure_pairs(plain, folded, work_dir, target, args.top, args.rounds)
         print(f"== {network}: timing the networks", flush=True)
-        runs = _timing_runs(plain, folded, databases, target, args.runs, args.rounds)
+        models = dict(zip(BUILDS, (plain, folded), strict=True))
+        runs = timing_runs(models, databases, target, args.runs, args.rounds)
         report["networks"][network] = {"work_dir": str(work_dir), "tasks": rows, "runs": runs}
         write_report("networks", NAME, report, _markdown(report))
     return 0

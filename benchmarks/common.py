@@ -157,3 +157,56 @@ def first_generation(workload: Any, target: Any, count: int, seed: int = 0) -> t
         num_threads=int(target.attrs.get("num-cores", 0)) or "physical",
     )
     return context, initial_population(context, count)
+
+
+def tuned_alone(model: Any, work_dir: Path, trials: int, target: Any) -> None:
+    """``work_dir`` tuned by TVM alone (MetaSchedule's ``XGBModel``, evolutionary search, seed 0) to
+    ``trials`` for ``model`` (a loaded model, its Relax module as the study imports it); resumes, and
+    returns at once when the work dir already holds ``trials``."""
+    from tvm_transfer.tuning.network import tune_network
+    from tvm_transfer.tuning.rounds import read_rounds
+    from tvm_transfer.tuning.session import TuneOptions
+
+    rounds = read_rounds(work_dir)
+    if rounds and rounds[-1]["trials"] >= trials:
+        return
+    print(f"== {model.name}: tuning to {trials} trials in {work_dir}", flush=True)
+    options = TuneOptions(trials=trials, seed=0, progress=True)
+    tune_network(model, work_dir, cost_model="tvm-xgb", target=target, options=options)
+
+
+def timing_runs(
+    models: dict[str, Any], databases: dict[str, Any], target: Any, runs: int, rounds: int
+) -> list:
+    """Each of ``models`` (builds of one network by label; loaded models with their Relax modules) built
+    with its ``databases`` entry and timed with ONNX Runtime in ``rounds`` interleaved rounds, ``runs``
+    times: per run the time it finished, the CPU share the hypervisor stole, ms and max abs error by
+    runtime."""
+    import time
+
+    from tvm_transfer.networks import relax_module
+    from tvm_transfer.runner import network_threads
+    from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
+    from tvm_transfer.tuning.build import LoadedNetwork, build_network
+
+    first = next(iter(models.values()))
+    threads = network_threads(target)
+    out = []
+    with tvm_threads(threads):
+        calls = {
+            label: LoadedNetwork(build_network(relax_module(m), databases[label], target), m.inputs).outputs
+            for label, m in models.items()
+        }
+        compared = ComparedModel(first.name, first.inputs, first.torch_module, first.onnx_path, threads)
+        for _ in range(runs):
+            with StolenCpu() as stolen:
+                results = compare_runtimes(compared, calls, runtimes=("onnxruntime",), rounds=rounds)
+            out.append(
+                {
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "cpu_stolen": stolen.share,
+                    "ms": {r.name: r.seconds * 1e3 if r.ok else None for r in results},
+                    "max_abs_error": {r.name: r.max_abs_error for r in results},
+                }
+            )
+    return out

@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tvm import relax
 
 from tvm_transfer.cli import main
 from tvm_transfer.networks import (
     ModelSourceError,
     constant_bytes,
+    import_passes,
     imported_module,
     load_model,
     model_slug,
@@ -335,6 +337,32 @@ def test_batch_norm_folded_into_the_convolutions_leaves_their_count_and_the_outp
     assert len(folded) == len(plain) and not any("divide" in t.task_name for t in folded)
     compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4
+
+
+def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
+    model = load_model("mobilenet_v2_block")
+    model.relax = imported_module(model, conv_layout="NHWC")
+    convolutions = [
+        call.attrs
+        for func in model.relax.functions.values()
+        for call in _calls(func)
+        if getattr(call.op, "name", "") == "relax.nn.conv2d"
+    ]
+    assert len(convolutions) == 3
+    assert {(str(a.data_layout), str(a.kernel_layout)) for a in convolutions} == {("NHWC", "OHWI")}
+    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    assert compiled.max_abs_error < 1e-4
+
+
+def test_an_unknown_convolution_layout_is_refused():
+    with pytest.raises(ValueError, match="unknown conv_layout 'NCHW16c': use one of NCHW, NHWC"):
+        import_passes(conv_layout="NCHW16c")
+
+
+def _calls(func) -> list:
+    calls = []
+    relax.analysis.post_order_visit(func, lambda e: calls.append(e) if isinstance(e, relax.Call) else None)
+    return calls
 
 
 def test_untuned_torchvision_network_matches_pytorch(target, tmp_path):

@@ -3,6 +3,7 @@ loaded by one resolver (:func:`load_model`) and imported into Relax (:func:`rela
 
 from tvm_transfer.networks.builtin import NETWORKS, NetworkSpec
 from tvm_transfer.networks.relax_import import (
+    CONV_LAYOUTS,
     constant_bytes,
     frontend_module,
     fused_for_extraction,
@@ -24,6 +25,7 @@ from tvm_transfer.networks.sources import (
 )
 
 __all__ = [
+    "CONV_LAYOUTS",
     "NETWORKS",
     "TORCHVISION_PREFIX",
     "LoadedModel",

@@ -23,6 +23,7 @@ from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
 from tvm_transfer.target import last_level_cache_bytes
 
 __all__ = [
+    "CONV_LAYOUTS",
     "constant_bytes",
     "frontend_module",
     "fused_for_extraction",
@@ -35,6 +36,9 @@ __all__ = [
     "weights_outgrow_cache",
 ]
 
+#: Activation layouts a network's 2-d convolutions may be imported in (:func:`import_passes`).
+CONV_LAYOUTS = ("NCHW", "NHWC")
+
 
 def relax_module(model: LoadedModel) -> tvm.IRModule:
     """``model`` in Relax with its weights bound as constants and batch-norm in inference form.
@@ -46,11 +50,14 @@ def relax_module(model: LoadedModel) -> tvm.IRModule:
     return model.relax
 
 
-def imported_module(model: LoadedModel, fold_batch_norm: bool = False) -> tvm.IRModule:
+def imported_module(
+    model: LoadedModel, fold_batch_norm: bool = False, conv_layout: str = "NCHW"
+) -> tvm.IRModule:
     """``model`` imported afresh: :func:`frontend_module` through :func:`import_passes`
-    (``fold_batch_norm`` as there). Not kept in ``model.relax``; setting it there makes that form the one
-    :func:`relax_module` returns."""
-    return tvm.transform.Sequential(import_passes(fold_batch_norm))(frontend_module(model))
+    (``fold_batch_norm`` and ``conv_layout`` as there). Not kept in ``model.relax``; setting it there makes
+    that form the one :func:`relax_module` returns."""
+    passes = import_passes(fold_batch_norm, conv_layout)
+    return tvm.transform.Sequential(passes)(frontend_module(model))
 
 
 def frontend_module(model: LoadedModel) -> tvm.IRModule:
@@ -60,7 +67,7 @@ def frontend_module(model: LoadedModel) -> tvm.IRModule:
     return _from_onnx(model) if model.onnx_path is not None else _from_torch(model)
 
 
-def import_passes(fold_batch_norm: bool = False) -> list[tvm.transform.Pass]:
+def import_passes(fold_batch_norm: bool = False, conv_layout: str = "NCHW") -> list[tvm.transform.Pass]:
     """The passes from :func:`frontend_module` to :func:`relax_module`: batch norm in inference form
     (subtract the mean, divide by the standard deviation, scale, shift: an epilogue fused into the
     convolution before it), then the bindings tidied. Both run before legalisation, so that task
@@ -70,10 +77,22 @@ def import_passes(fold_batch_norm: bool = False) -> list[tvm.transform.Pass]:
     convolution's weights and a bias, as ONNX Runtime does. That is not the default: on a development
     network the same schedules ran as fast per convolution either way and the whole network only a little
     faster (``benchmarks/batch_norm_folding.py``, ``docs/models.md``), while folding changes the task of
-    every batch-norm convolution, so that none would match the schedules the default pack holds."""
+    every batch-norm convolution, so that none would match the schedules the default pack holds.
+
+    ``conv_layout`` (one of :data:`CONV_LAYOUTS`) is the activation layout of the 2-d convolutions: as the
+    frontend imports them (``NCHW``, PyTorch's and ONNX's), or channels last (``NHWC``, weights ``OHWI``),
+    with layout transforms where the network meets an operator that keeps its own layout. Not the
+    default either: it changes the task of every convolution, so that none would match the default
+    pack's schedules."""
+    if conv_layout not in CONV_LAYOUTS:
+        raise ValueError(f"unknown conv_layout {conv_layout!r}: use one of {', '.join(CONV_LAYOUTS)}")
     folding = [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant()]
     inference = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    return [*folding, *inference] if fold_batch_norm else inference
+    passes = [*folding, *inference] if fold_batch_norm else inference
+    if conv_layout == "NHWC":
+        layouts = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
+        passes += [relax.transform.ConvertLayout(layouts), relax.transform.FoldConstant()]
+    return passes
 
 
 def constant_bytes(mod: tvm.IRModule) -> int:
