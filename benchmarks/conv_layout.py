@@ -49,8 +49,8 @@ def work_dir_of(root: Path, network: str, conv_layout: str) -> Path:
 
 
 def summarize(report: dict) -> dict:
-    """Per network: the median over timing runs of NHWC / NCHW and of ONNX Runtime / each layout (below 1:
-    the numerator is faster), and the runs' ratios."""
+    """Per network, over the timing runs where both builds and ONNX Runtime ran: NHWC / NCHW per run and
+    its median (below 1: channels last is faster), and the median milliseconds of each."""
     out = {}
     for network, entry in report["networks"].items():
         runs = [r["ms"] for r in entry["runs"] if all(r["ms"].get(k) for k in (*CONV_LAYOUTS, ONNX_RUNTIME))]
