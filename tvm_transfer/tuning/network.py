@@ -203,6 +203,8 @@ def tune_network(
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
+    if isinstance(model, str) and tasks is None:
+        model = load_model(model)  # extraction imports it: once, for the cache check too
     measure = _measurement(measure or Measurement(), measure_caches, model, target)
     import_tensor_intrin_fast()
     name = model if isinstance(model, str) else model.name
