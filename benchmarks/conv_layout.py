@@ -5,8 +5,9 @@ networks only.
 PyTorch and ONNX hand TVM convolutions in NCHW, so a schedule vectorises along a row of the image; a
 late layer of a mobile network has rows of 7 or 14, which fill an AVX-512 register poorly. ONNX Runtime
 re-lays such networks out in blocks of channels. NHWC puts the channels innermost
-(:func:`tvm_transfer.networks.import_passes` with ``conv_layout="NHWC"``). The layout changes the task of
-every convolution, so the default pack's schedules would no longer match them: it has to be worth that.
+(:func:`tvm_transfer.networks.load_model` with ``conv_layout="NHWC"``, a name ending in ``@nhwc``). The
+layout changes the task of every convolution, so the default pack's schedules would no longer match them:
+it has to be worth that.
 
 Each development convolutional network is tuned by TVM alone (MetaSchedule's ``XGBModel``, evolutionary
 search, seed 0) to ``--trials`` in each layout (work dirs ``<slug>`` and ``<slug>@nhwc``; resumes), then
@@ -24,7 +25,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, timing_runs, tuned_alone, write_report
-from tvm_transfer.networks import CONV_LAYOUTS, LoadedModel, imported_module, load_model, model_slug
+from tvm_transfer.networks import CONV_LAYOUTS, load_model, model_slug
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.tuning.session import open_database
@@ -33,19 +34,6 @@ NAME = "conv_layout_dev"
 #: The development networks with convolutions (of :data:`benchmarks.corpus.DEV_NETWORKS`).
 NETWORKS = ("torchvision:mnasnet1_0",)
 ONNX_RUNTIME = RUNTIMES["onnxruntime"]
-
-
-def layout_model(network: str, conv_layout: str) -> LoadedModel:
-    """``network`` loaded, its Relax module imported with its convolutions in ``conv_layout``."""
-    model = load_model(network)
-    model.relax = imported_module(model, conv_layout=conv_layout)
-    return model
-
-
-def work_dir_of(root: Path, network: str, conv_layout: str) -> Path:
-    """The work dir of ``network`` tuned in ``conv_layout``: the frontend's layout keeps the plain name."""
-    slug = model_slug(network)
-    return root / (slug if conv_layout == CONV_LAYOUTS[0] else f"{slug}@{conv_layout.lower()}")
 
 
 def summarize(report: dict) -> dict:
@@ -116,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         "networks": {},
     }
     for network in args.networks.split(","):
-        models = {layout: layout_model(network, layout) for layout in CONV_LAYOUTS}
+        models = {layout: load_model(network, conv_layout=layout) for layout in CONV_LAYOUTS}
         databases = {}
         for layout, model in models.items():
-            work_dir = work_dir_of(root, network, layout)
+            work_dir = root / model_slug(model.name)
             tuned_alone(model, work_dir, args.trials, target)
             databases[layout] = open_database(work_dir)
         print(f"== {network}: timing the builds", flush=True)

@@ -40,6 +40,18 @@ NETWORKS = (
     "torchvision:vit_b_32",
     "bert_large_layer",
 )
+#: The convolutional networks of :data:`NETWORKS` again with their convolutions channels last (``@nhwc``):
+#: a layout changes every convolution's task, so that a pack serves a layout only with records of it.
+CHANNELS_LAST = (
+    "torchvision:resnet18@nhwc",
+    "torchvision:resnet50@nhwc",
+    "torchvision:mobilenet_v2@nhwc",
+    "torchvision:mobilenet_v3_large@nhwc",
+    "torchvision:regnet_x_400mf@nhwc",
+    "torchvision:convnext_tiny@nhwc",
+    "torchvision:resnet50@1,3,160,160@nhwc",
+    "torchvision:mobilenet_v2@1,3,160,160@nhwc",
+)
 #: Never in the corpus: an EfficientNet and a BERT-base encoder, one per family a user is likely to bring.
 HELD_OUT = ("torchvision:efficientnet_b0", "bert_base")
 #: Never in the corpus either, and not held out: the development networks the transfer policy's settings
@@ -72,10 +84,11 @@ def collect_corpus(
     unknown = sorted(set(passes) - {spec for spec, _, _ in PASSES})
     if unknown:
         raise SystemExit(f"no pass {', '.join(unknown)}; the passes are {', '.join(s for s, _, _ in PASSES)}")
-    strangers = sorted(set(networks) - set(NETWORKS))
+    corpus = NETWORKS + CHANNELS_LAST
+    strangers = sorted(set(networks) - set(corpus))
     if strangers:
-        raise SystemExit(f"{', '.join(strangers)} not in the corpus networks: {', '.join(NETWORKS)}")
-    networks = networks or NETWORKS
+        raise SystemExit(f"{', '.join(strangers)} not in the corpus networks: {', '.join(corpus)}")
+    networks = networks or corpus
     for spec, trials_per_network, population in PASSES:
         if passes and spec not in passes:
             continue

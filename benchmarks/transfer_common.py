@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.common import machine_info
-from tvm_transfer.networks import load_model, relax_module
+from tvm_transfer.networks import load_model, network_family, relax_module
 from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
 from tvm_transfer.target import target_id
@@ -129,12 +129,15 @@ def load_resumable(
 
 
 def check_held_out(pack: TransferPack, networks: tuple[str, ...], listed: bool = True) -> None:
-    """Refuse a pack that holds any network of the study, or (``listed``) does not explicitly exclude it.
-    Development studies need not be listed: a network missing from the manifest's networks was never in
-    the corpus."""
-    excluded = set(pack.manifest.get("excluded_networks", []))
-    held = set(pack.manifest.get("networks", []))
-    leaked = [n for n in networks if n in held or (listed and n not in excluded)]
+    """Refuse a pack that holds any network of the study at any input shape or layout, or (``listed``)
+    does not explicitly exclude it. Development studies need not be listed: a network missing from the
+    manifest's networks was never in the corpus."""
+    excluded = {network_family(n) for n in pack.manifest.get("excluded_networks", [])}
+    held = {network_family(n) for n in pack.manifest.get("networks", [])}
+    leaked = [
+        n for n in networks
+        if network_family(n) in held or (listed and network_family(n) not in excluded)
+    ]  # fmt: skip
     if leaked:
         raise SystemExit(
             f"{pack.path} does not hold out {', '.join(leaked)}: build it with `tenset-tools pack ... "

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.conv_layout import _markdown, summarize, work_dir_of
+from benchmarks.conv_layout import _markdown, summarize
 
 
 def _run(nchw, nhwc, onnxruntime=1.0):
@@ -25,8 +25,3 @@ def test_summary_takes_the_ratio_within_each_run_and_skips_a_run_with_a_failed_b
     assert net["median_nhwc_over_nchw"] == pytest.approx(0.75)
     assert net["median_ms"] == pytest.approx({"NCHW": 2.0, "NHWC": 1.6, "ONNX Runtime": 1.0})
     assert "| net | 3 | 2.000 | 1.600 | 1.000 | 0.500, 0.750, 0.800 | 0.750 |" in _markdown(report)
-
-
-def test_the_frontends_layout_keeps_the_plain_work_dir(tmp_path):
-    assert work_dir_of(tmp_path, "torchvision:mnasnet1_0", "NCHW").name == "torchvision-mnasnet1_0"
-    assert work_dir_of(tmp_path, "torchvision:mnasnet1_0", "NHWC").name == "torchvision-mnasnet1_0@nhwc"

@@ -133,6 +133,10 @@ def test_development_networks_need_only_be_missing_from_the_pack():
         check_held_out(pack, report_module.DEV_NETWORKS)
     with pytest.raises(SystemExit, match="does not hold out torchvision:resnet18"):
         check_held_out(pack, ("torchvision:resnet18",), listed=False)
+    # Another shape or layout of a corpus network is that network, not held out.
+    with pytest.raises(SystemExit, match="does not hold out torchvision:resnet18@1,3,96,96@nhwc"):
+        check_held_out(pack, ("torchvision:resnet18@1,3,96,96@nhwc",), listed=False)
+    check_held_out(pack, ("torchvision:efficientnet_b0@nhwc", "bert_base@1,64"))
 
 
 def _round_log(work_dir, rows):

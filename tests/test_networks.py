@@ -21,16 +21,18 @@ from tvm_transfer.cli import main
 from tvm_transfer.networks import (
     ModelSourceError,
     constant_bytes,
+    conv_layout_of,
     import_passes,
     imported_module,
     load_model,
     model_slug,
+    network_family,
     relax_module,
 )
 from tvm_transfer.networks.torchvision_models import classification_models
 from tvm_transfer.runtimes import export_onnx
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks, tune_network
 from tvm_transfer.tuning.rounds import read_rounds
 
 SMALL_IMAGE = (1, 3, 32, 32)  # torchvision networks at a small input: the same layers, fast to run untuned
@@ -340,8 +342,9 @@ def test_batch_norm_folded_into_the_convolutions_leaves_their_count_and_the_outp
 
 
 def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
-    model = load_model("mobilenet_v2_block")
-    model.relax = imported_module(model, conv_layout="NHWC")
+    model = load_model("mobilenet_v2_block@nhwc")
+    assert (model.name, model.conv_layout) == ("mobilenet_v2_block@nhwc", "NHWC")
+    relax_module(model)
     convolutions = [
         call.attrs
         for func in model.relax.functions.values()
@@ -357,6 +360,31 @@ def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
 def test_an_unknown_convolution_layout_is_refused():
     with pytest.raises(ValueError, match="unknown conv_layout 'NCHW16c': use one of NCHW, NHWC"):
         import_passes(conv_layout="NCHW16c")
+    with pytest.raises(ModelSourceError, match="unknown conv layout 'NCHW16c': use one of NCHW, NHWC"):
+        load_model("mobilenet_v2_block", conv_layout="NCHW16c")
+    with pytest.raises(ModelSourceError, match="the name asks for NHWC convolutions, not NCHW"):
+        load_model("mobilenet_v2_block@nhwc", conv_layout="NCHW")
+
+
+def test_a_layout_is_named_by_a_suffix_after_the_shape_and_the_default_layout_by_none():
+    model = load_model("resnet_block@1,64,28,28", conv_layout="NHWC")
+    assert (model.name, model.conv_layout) == ("resnet_block@1,64,28,28@nhwc", "NHWC")
+    assert model.inputs[0].shape == (1, 64, 28, 28)
+    assert load_model("resnet_block@NCHW").name == "resnet_block"
+    assert model_slug("torchvision:resnet50@1,3,160,160@nhwc") == "torchvision-resnet50-1x3x160x160@nhwc"
+    assert model_slug("torchvision:resnet18", conv_layout="NHWC") == "torchvision-resnet18@nhwc"
+    assert conv_layout_of("resnet_block@nhwc") == "NHWC" and conv_layout_of("resnet_block") == "NCHW"
+    families = {network_family(n) for n in ("torchvision:resnet50@1,3,160,160@nhwc", "torchvision:resnet50")}
+    assert families == {"torchvision:resnet50"}
+
+
+def test_a_work_dir_tuned_in_one_layout_is_refused_for_the_other(target, tmp_path):
+    tasks = extract_network_tasks(load_model("mobilenet_v2_block"), target)
+    apply_transfer_pack(None, "mobilenet_v2_block", tasks, tmp_path, target)  # names the work dir's network
+    refusal = "tuned for 'mobilenet_v2_block', convolutions NCHW: tune and compile it with that layout"
+    with pytest.raises(ValueError, match=refusal):
+        compile_network("mobilenet_v2_block@nhwc", tmp_path, target=target, runtimes=(), rounds=1)
+    assert main(["compile", "mobilenet_v2_block", "--conv-layout", "nhwc", "--work-dir", str(tmp_path)]) == 2
 
 
 def _calls(func) -> list:

@@ -386,6 +386,8 @@ def test_networks_held_out_are_left_out_of_a_pack_and_listed(tuned_mlp, tmp_path
     work_dir, _ = tuned_mlp
     with pytest.raises(ValueError, match="is of an excluded network"):
         build_pack([work_dir], tmp_path / "none.pack", models=(), exclude_networks=["mlp"])
+    with pytest.raises(ValueError, match="is of an excluded network"):  # at any shape or layout
+        build_pack([work_dir], tmp_path / "none.pack", models=(), exclude_networks=["mlp@1,64@nhwc"])
     kept = build_pack([work_dir], tmp_path / "kept.pack", models=(), exclude_networks=["bert_base"])
     assert kept.manifest["excluded_networks"] == ["bert_base"] and kept.manifest["networks"] == ["mlp"]
 

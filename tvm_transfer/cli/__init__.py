@@ -186,15 +186,17 @@ def _selection(args: argparse.Namespace):
 def _load_model(args: argparse.Namespace):
     """The model named by the ``network`` argument; an unknown or unimportable one is a usage error naming
     the model and the cause (checked before any tuning)."""
-    from tvm_transfer.networks import ModelSourceError, load_model, relax_module
+    from tvm_transfer.networks import load_model, relax_module
+    from tvm_transfer.tuning.network import check_work_dir_layout
 
     kind = resolve_target(args).kind.name
     if kind != "llvm":
         raise UsageError(f"--target: networks are tuned and compiled for CPU (llvm) targets, not {kind!r}")
     try:
-        model = load_model(args.network, args.input_shape)
+        model = load_model(args.network, args.input_shape, conv_layout=args.conv_layout)
+        check_work_dir_layout(_network_work_dir(args), model.name)
         relax_module(model)
-    except ModelSourceError as error:
+    except ValueError as error:  # a ModelSourceError too
         raise UsageError(str(error)) from error
     return model
 
@@ -202,7 +204,7 @@ def _load_model(args: argparse.Namespace):
 def _network_work_dir(args: argparse.Namespace) -> Path:
     from tvm_transfer.networks import model_slug
 
-    return _work_dir(args, model_slug(args.network, args.input_shape))
+    return _work_dir(args, model_slug(args.network, args.input_shape, args.conv_layout))
 
 
 def _tune_model(args: argparse.Namespace, model, selection=None):
@@ -395,7 +397,7 @@ def _runtime_keys(text: str) -> list[str]:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    from tvm_transfer.networks import NETWORKS
+    from tvm_transfer.networks import CONV_LAYOUTS, NETWORKS
     from tvm_transfer.runtimes import RUNTIMES
 
     parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
@@ -403,6 +405,13 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--input-shape",
         type=_input_shape,
         help="input shape, batch first (default: the network's own; 1,3,224,224 for torchvision)",
+    )
+    parser.add_argument(
+        "--conv-layout",
+        type=str.upper,
+        choices=CONV_LAYOUTS,
+        help="layout of the 2-d convolutions: NCHW as the model gives them (default), or NHWC, channels "
+        "last (also: MODEL@nhwc); tune and compile with the same",
     )
     parser.add_argument(
         "--no-layout-rewrite",

@@ -3,7 +3,6 @@ loaded by one resolver (:func:`load_model`) and imported into Relax (:func:`rela
 
 from tvm_transfer.networks.builtin import NETWORKS, NetworkSpec
 from tvm_transfer.networks.relax_import import (
-    CONV_LAYOUTS,
     constant_bytes,
     frontend_module,
     fused_for_extraction,
@@ -16,11 +15,14 @@ from tvm_transfer.networks.relax_import import (
     weights_outgrow_cache,
 )
 from tvm_transfer.networks.sources import (
+    CONV_LAYOUTS,
     TORCHVISION_PREFIX,
     LoadedModel,
     ModelSourceError,
+    conv_layout_of,
     load_model,
     model_slug,
+    network_family,
     parse_input_shape,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "ModelSourceError",
     "NetworkSpec",
     "constant_bytes",
+    "conv_layout_of",
     "frontend_module",
     "fused_for_extraction",
     "fusion_passes",
@@ -40,6 +43,7 @@ __all__ = [
     "load_model",
     "lowering_passes",
     "model_slug",
+    "network_family",
     "parse_input_shape",
     "prepack_passes",
     "relax_module",

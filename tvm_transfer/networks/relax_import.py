@@ -19,11 +19,10 @@ import tvm
 from tvm import relax
 
 from tvm_transfer.common.errors import one_line
-from tvm_transfer.networks.sources import LoadedModel, ModelSourceError
+from tvm_transfer.networks.sources import CONV_LAYOUTS, LoadedModel, ModelSourceError
 from tvm_transfer.target import last_level_cache_bytes
 
 __all__ = [
-    "CONV_LAYOUTS",
     "constant_bytes",
     "frontend_module",
     "fused_for_extraction",
@@ -36,12 +35,10 @@ __all__ = [
     "weights_outgrow_cache",
 ]
 
-#: Activation layouts a network's 2-d convolutions may be imported in (:func:`import_passes`).
-CONV_LAYOUTS = ("NCHW", "NHWC")
-
 
 def relax_module(model: LoadedModel) -> tvm.IRModule:
-    """``model`` in Relax with its weights bound as constants and batch-norm in inference form.
+    """``model`` in Relax with its weights bound as constants, batch-norm in inference form and its
+    convolutions in the model's ``conv_layout``.
 
     Imported once per loaded model (kept in ``model.relax``). Raises :class:`ModelSourceError` when
     ``torch.export`` or TVM's frontend cannot import it."""
@@ -51,12 +48,12 @@ def relax_module(model: LoadedModel) -> tvm.IRModule:
 
 
 def imported_module(
-    model: LoadedModel, fold_batch_norm: bool = False, conv_layout: str = "NCHW"
+    model: LoadedModel, fold_batch_norm: bool = False, conv_layout: str | None = None
 ) -> tvm.IRModule:
     """``model`` imported afresh: :func:`frontend_module` through :func:`import_passes`
-    (``fold_batch_norm`` and ``conv_layout`` as there). Not kept in ``model.relax``; setting it there makes
-    that form the one :func:`relax_module` returns."""
-    passes = import_passes(fold_batch_norm, conv_layout)
+    (``fold_batch_norm`` and ``conv_layout`` as there; default the model's ``conv_layout``). Not kept in
+    ``model.relax``; setting it there makes that form the one :func:`relax_module` returns."""
+    passes = import_passes(fold_batch_norm, conv_layout or model.conv_layout)
     return tvm.transform.Sequential(passes)(frontend_module(model))
 
 

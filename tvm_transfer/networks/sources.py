@@ -8,7 +8,9 @@ A model is named by one string:
 - ``package.module:factory``, a callable of the user's returning ``(torch.nn.Module, example_inputs)``.
 
 A built-in, torchvision or ONNX name may end in ``@SHAPE`` (``torchvision:resnet50@1,3,160,160``): the
-input shape, batch first, as ``--input-shape`` gives it. One string then names one set of tasks, which is
+input shape, batch first, as ``--input-shape`` gives it. Any name may then end in ``@nhwc``
+(``torchvision:resnet50@1,3,160,160@nhwc``): its 2-d convolutions imported channels last, as
+``--conv-layout NHWC`` gives it (:data:`CONV_LAYOUTS`). One string then names one set of tasks, which is
 what a corpus or a dataset's ``network`` column needs.
 
 Built-in and torchvision networks get seeded random weights, then their normalisation statistics are
@@ -37,16 +39,22 @@ from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.builtin import NETWORKS
 
 __all__ = [
+    "CONV_LAYOUTS",
     "TORCHVISION_PREFIX",
     "LoadedModel",
     "ModelSourceError",
+    "conv_layout_of",
     "load_model",
     "model_slug",
+    "network_family",
     "parse_input_shape",
 ]
 
 TORCHVISION_PREFIX = "torchvision:"
 DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
+#: Activation layouts a network's 2-d convolutions may be imported in: as the frontends import them
+#: (``NCHW``, PyTorch's and ONNX's, the default) or channels last (``NHWC``, named by an ``@nhwc`` suffix).
+CONV_LAYOUTS = ("NCHW", "NHWC")
 
 
 class ModelSourceError(ValueError):
@@ -66,44 +74,71 @@ class LoadedModel:
     inputs: list[np.ndarray]
     torch_module: nn.Module | None = None
     onnx_path: Path | None = None
+    conv_layout: str = "NCHW"  # one of CONV_LAYOUTS
     # Its Relax module once imported (tvm_transfer.networks.relax_import.relax_module): import is the slow
     # step (torch.export or the ONNX frontend), and IRModules are immutable, so one import serves all.
     relax: tvm.IRModule | None = field(default=None, repr=False, compare=False)
 
 
-def load_model(name: str, input_shape: Sequence[int] | None = None, seed: int = 0) -> LoadedModel:
+def load_model(
+    name: str, input_shape: Sequence[int] | None = None, seed: int = 0, conv_layout: str | None = None
+) -> LoadedModel:
     """The model ``name`` names (see the module docstring), with seeded example inputs.
 
     ``input_shape`` (batch first) replaces the default input shape of a built-in or torchvision network
     (``1,3,224,224`` for torchvision) or fixes the first input of an ONNX model; a factory's example inputs
-    are its own; a name's ``@SHAPE`` suffix does the same. Raises :class:`ModelSourceError` naming the
-    model and the cause."""
-    base, named_shape = _split_shape(name)
+    are its own; a name's ``@SHAPE`` suffix does the same. ``conv_layout`` (one of :data:`CONV_LAYOUTS`;
+    default the name's ``@nhwc`` suffix, else ``NCHW``) is the layout its convolutions are imported in. The
+    model's ``name`` is ``name`` with its layout spelt as a suffix when it is channels last, so that it
+    names the model's tasks. Raises :class:`ModelSourceError` naming the model and the cause."""
+    base, named_layout = _split_layout(name)
+    if conv_layout is not None and conv_layout not in CONV_LAYOUTS:
+        choices = ", ".join(CONV_LAYOUTS)
+        raise ModelSourceError(name, f"unknown conv layout {conv_layout!r}: use one of {choices}")
+    if named_layout is not None and conv_layout is not None and named_layout != conv_layout:
+        raise ModelSourceError(name, f"the name asks for {named_layout} convolutions, not {conv_layout}")
+    layout = conv_layout or named_layout or "NCHW"
+    plain, named_shape = _split_shape(base)
     if named_shape is not None and input_shape is not None:
         raise ModelSourceError(name, "the name already gives an input shape; drop --input-shape")
     input_shape = named_shape if named_shape is not None else input_shape
-    if base.startswith(TORCHVISION_PREFIX):
-        model = _torchvision(base, input_shape, seed)
-    elif base.endswith(".onnx"):
-        model = _onnx(base, input_shape, seed)
-    elif ":" in base:
+    if plain.startswith(TORCHVISION_PREFIX):
+        model = _torchvision(plain, input_shape, seed)
+    elif plain.endswith(".onnx"):
+        model = _onnx(plain, input_shape, seed)
+    elif ":" in plain:
         if input_shape is not None:
             raise ModelSourceError(name, "a factory returns its own example inputs; drop --input-shape")
-        model = _factory(base)
+        model = _factory(plain)
     else:
-        model = _builtin(base, input_shape, seed)
-    model.name = name
+        model = _builtin(plain, input_shape, seed)
+    model.name = _with_layout(base, layout)
+    model.conv_layout = layout
     return model
 
 
-def model_slug(name: str, input_shape: Sequence[int] | None = None) -> str:
+def conv_layout_of(name: str) -> str:
+    """The layout (of :data:`CONV_LAYOUTS`) the convolutions of the model ``name`` names are imported in:
+    ``NHWC`` for a name ending in ``@nhwc``, else ``NCHW``."""
+    return _split_layout(name)[1] or "NCHW"
+
+
+def network_family(name: str) -> str:
+    """``name`` without its ``@SHAPE`` and ``@nhwc`` suffixes: the network whose weights and layers it
+    shares with every other shape and layout of it (what holding a network out of a corpus holds out)."""
+    return _split_shape(_split_layout(name)[0])[0]
+
+
+def model_slug(name: str, input_shape: Sequence[int] | None = None, conv_layout: str | None = None) -> str:
     """A file-name-safe name of a model (work dirs, reports): ``torchvision-resnet18``, an ONNX file's stem,
     ``package.module-factory``; an input shape (``input_shape`` or the name's ``@SHAPE``) is appended as
-    ``-1x3x160x160``."""
-    name, named_shape = _split_shape(name)
+    ``-1x3x160x160``, and channels last (``conv_layout`` or the name's suffix) as ``@nhwc``."""
+    base, named_layout = _split_layout(name)
+    name, named_shape = _split_shape(base)
     input_shape = named_shape if named_shape is not None else input_shape
     slug = Path(name).stem if name.endswith(".onnx") else name.replace(":", "-").replace("/", "-")
-    return slug + ("-" + "x".join(map(str, input_shape)) if input_shape else "")
+    slug += "-" + "x".join(map(str, input_shape)) if input_shape else ""
+    return _with_layout(slug, conv_layout or named_layout or "NCHW")
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -116,6 +151,18 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
     if not shape or any(v < 1 for v in shape):
         raise ValueError(f"{text!r} is not a shape: comma-separated positive integers, e.g. 1,3,224,224")
     return shape
+
+
+def _split_layout(name: str) -> tuple[str, str | None]:
+    """``name`` without an ``@nhwc`` or ``@nchw`` suffix (any case), and that layout (``None`` if none)."""
+    base, at, suffix = name.rpartition("@")
+    layout = suffix.upper()
+    return (base, layout) if at and layout in CONV_LAYOUTS else (name, None)
+
+
+def _with_layout(name: str, layout: str) -> str:
+    """``name`` with the suffix of a layout other than the default."""
+    return name if layout == "NCHW" else f"{name}@{layout.lower()}"
 
 
 def _split_shape(name: str) -> tuple[str, tuple[int, ...] | None]:

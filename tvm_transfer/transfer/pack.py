@@ -256,7 +256,8 @@ def build_pack(
     names cost models (:data:`~tvm_transfer.cost_model.COST_MODELS` that train on datasets) trained on the
     corpus and ``model_files`` adds saved models as they are (each checked by loading it). The first model
     is the default. Work dirs whose sidecar names a network of ``exclude_networks`` (e.g. networks held out
-    for evaluation) are left out; the manifest lists them. ``out`` must not exist or be an earlier pack
+    for evaluation), at any input shape or layout (:func:`~tvm_transfer.networks.network_family`), are
+    left out; the manifest lists them. ``out`` must not exist or be an earlier pack
     (replaced only once the new one is complete; it may be ``base`` itself). ``progress`` receives one
     line per step.
 
@@ -270,6 +271,7 @@ def build_pack(
     from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
     from tvm_transfer.cost_model import load_cost_model, saved_model_class
     from tvm_transfer.cost_model.training import train_model
+    from tvm_transfer.networks import network_family
 
     say = progress or (lambda _line: None)
     out = Path(out)
@@ -279,7 +281,8 @@ def build_pack(
         raise FileNotFoundError(f"cannot write {out}: directory {out.parent} does not exist")
     default_top_k = DEFAULT_TOP_K
     if base is not None:
-        leaked = sorted(set(exclude_networks) & set(base.manifest.get("networks", [])))
+        excluded = {network_family(n) for n in exclude_networks}
+        leaked = sorted(n for n in base.manifest.get("networks", []) if network_family(n) in excluded)
         if leaked:
             raise ValueError(
                 f"{base.path} holds {', '.join(leaked)}: an extension of it cannot leave them out"
@@ -294,7 +297,8 @@ def build_pack(
             )
     top_k = default_top_k if top_k is None else top_k
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
-    left_out = [s for s in sources if read_sidecar(s)[0] in set(exclude_networks)]
+    excluded = {network_family(n) for n in exclude_networks}
+    left_out = [s for s in sources if network_family(read_sidecar(s)[0] or "") in excluded]
     sources = [s for s in sources if s not in left_out]
     if work_dirs and not sources:
         raise ValueError(f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network")

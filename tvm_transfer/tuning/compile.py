@@ -23,7 +23,7 @@ from tvm_transfer.runtimes import (
 )
 from tvm_transfer.target import as_target
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
-from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
+from tvm_transfer.tuning.network import apply_transfer_pack, check_work_dir_layout, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick, resolve_repick_mode
 from tvm_transfer.tuning.session import open_database
@@ -107,10 +107,12 @@ def compile_network(
     among their top records, re-timed together, rather than as the one record timed fastest once
     (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured; ``auto`` is resolved
     for this network and machine, :func:`~tvm_transfer.tuning.repick.resolve_repick_mode`, and the result
-    holds the mode it stood for)."""
+    holds the mode it stood for). Raises ``ValueError`` when ``work_dir`` was tuned with the model's
+    convolutions in another layout (:func:`~tvm_transfer.tuning.network.check_work_dir_layout`)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
+    check_work_dir_layout(work_dir, model.name)
     threads = network_threads(target)
     mod = relax_module(model)
     tasks = extract_network_tasks(model, target, layout_free)

@@ -17,10 +17,11 @@ import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.metaschedule import SIDECAR_FILE, task_id_of_mod, write_sidecar
+from tenset_tools.metaschedule import SIDECAR_FILE, read_sidecar, task_id_of_mod, write_sidecar
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.networks import (
     LoadedModel,
+    conv_layout_of,
     fused_for_extraction,
     load_model,
     relax_module,
@@ -199,7 +200,9 @@ def tune_network(
     (:func:`~tvm_transfer.runner.cold_evaluator_config`), as a layer of a network whose weights outgrow the
     cache finds them; ``auto``, cold exactly for such a network (:func:`resolve_measure_caches`). Measure a
     work dir one way only: records timed warm look faster than records timed cold. Raises ``ValueError``
-    for another value, or for ``cold`` with a runner in ``measure`` (that runner times as it was made)."""
+    for another value, or for ``cold`` with a runner in ``measure`` (that runner times as it was made),
+    and when ``work_dir`` was tuned with the model's convolutions in another layout
+    (:func:`check_work_dir_layout`)."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
@@ -208,8 +211,9 @@ def tune_network(
     measure = _measurement(measure or Measurement(), measure_caches, model, target)
     import_tensor_intrin_fast()
     name = model if isinstance(model, str) else model.name
-    extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     work_dir = Path(work_dir)
+    check_work_dir_layout(work_dir, name)
+    extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
     if selection is not None:
         result = _tune_selected(
@@ -313,6 +317,18 @@ def _measurement(
             "measure_caches='cold' replaces the default runner: give a runner timing cold instead"
         )
     return dataclasses.replace(measure, runner=measuring_workers(target, cold_caches=True)[1])
+
+
+def check_work_dir_layout(work_dir: str | Path, name: str) -> None:
+    """Raise ``ValueError`` when ``work_dir`` was tuned for a network whose convolutions are in another
+    layout than those of the model ``name`` names (:func:`~tvm_transfer.networks.conv_layout_of`): none
+    of its convolutions' records would match that model's tasks."""
+    tuned, _ = read_sidecar(work_dir)
+    if tuned is not None and conv_layout_of(tuned) != conv_layout_of(name):
+        raise ValueError(
+            f"{work_dir} was tuned for {tuned!r}, convolutions {conv_layout_of(tuned)}: tune and compile "
+            f"it with that layout (--conv-layout {conv_layout_of(tuned)}), or use another work dir"
+        )
 
 
 def apply_transfer_pack(
