@@ -353,6 +353,10 @@ def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
     ]
     assert len(convolutions) == 3
     assert {(str(a.data_layout), str(a.kernel_layout)) for a in convolutions} == {("NHWC", "OHWI")}
+    # Channels last from the input to the output, its two ReLU6 included: the only transposes are the two
+    # of the block's NCHW input and output.
+    operators = [getattr(call.op, "name", "") for f in model.relax.functions.values() for call in _calls(f)]
+    assert operators.count("relax.permute_dims") == 2 and "relax.clip" not in operators
     compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4
 
@@ -393,8 +397,8 @@ def _calls(func) -> list:
     return calls
 
 
-def test_untuned_torchvision_network_matches_pytorch(target, tmp_path):
-    compiled = compile_network(
-        load_model("torchvision:resnet18", SMALL_IMAGE), tmp_path, target=target, runtimes=(), rounds=1
-    )
+# MobileNet-V3 channels last: its hard swish and squeeze-excitation's hard sigmoid in NHWC.
+@pytest.mark.parametrize("name", ["torchvision:resnet18", "torchvision:mobilenet_v3_large@nhwc"])
+def test_untuned_torchvision_network_matches_pytorch(name, target, tmp_path):
+    compiled = compile_network(load_model(name, SMALL_IMAGE), tmp_path, target=target, runtimes=(), rounds=1)
     assert np.isfinite(compiled.max_abs_error) and compiled.max_abs_error < 1e-3

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import tvm
 from tvm import relax
+from tvm.relax import dpl
 
 from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.sources import CONV_LAYOUTS, LoadedModel, ModelSourceError
@@ -78,7 +79,8 @@ def import_passes(fold_batch_norm: bool = False, conv_layout: str = "NCHW") -> l
 
     ``conv_layout`` (one of :data:`CONV_LAYOUTS`) is the activation layout of the 2-d convolutions: as the
     frontend imports them (``NCHW``, PyTorch's and ONNX's), or channels last (``NHWC``, weights ``OHWI``),
-    with layout transforms where the network meets an operator that keeps its own layout. Not the
+    with layout transforms where the network meets an operator that keeps its own layout (``clip``, as in
+    ReLU6 and hard swish, is rewritten first into operators that take any layout). Not the
     default either: it changes the task of every convolution, so that none would match the default
     pack's schedules."""
     if conv_layout not in CONV_LAYOUTS:
@@ -88,8 +90,28 @@ def import_passes(fold_batch_norm: bool = False, conv_layout: str = "NCHW") -> l
     passes = [*folding, *inference] if fold_batch_norm else inference
     if conv_layout == "NHWC":
         layouts = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
-        passes += [relax.transform.ConvertLayout(layouts), relax.transform.FoldConstant()]
+        passes += [_clip_as_min_max, relax.transform.ConvertLayout(layouts), relax.transform.FoldConstant()]
     return passes
+
+
+@tvm.transform.module_pass(opt_level=0, name="ClipAsMinMax")
+def _clip_as_min_max(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> tvm.IRModule:
+    """Every ``clip(x, low, high)`` as ``minimum(maximum(x, low), high)``, the same values: layout
+    conversion has no rule for ``clip`` and would move a ReLU6 or a hard swish back to NCHW between two
+    transposes, while it carries binary element-wise operators through in the convolution's layout."""
+    pattern = dpl.is_op("relax.clip")(dpl.wildcard(), dpl.wildcard(), dpl.wildcard())
+
+    def as_min_max(call: relax.Call, _matches: dict) -> relax.Expr:
+        x, low, high = call.args
+        dtype = str(x.ty.dtype)
+        low, high = (relax.const(float(bound.value), dtype) for bound in (low, high))
+        return relax.op.minimum(relax.op.maximum(x, low), high)
+
+    rewritten = mod.clone()
+    for gvar, function in mod.functions.items():
+        if isinstance(function, relax.Function):
+            rewritten[gvar] = dpl.rewrite_call(pattern, as_min_max, function)
+    return rewritten
 
 
 def constant_bytes(mod: tvm.IRModule) -> int:
