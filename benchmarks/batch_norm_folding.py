@@ -34,7 +34,7 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from benchmarks.common import git_commit, machine_info, timing_runs, tuned_alone, write_report
+from benchmarks.common import git_commit, target_context, timing_runs, tuned_alone, write_report
 from tvm_transfer.networks import (
     LoadedModel,
     imported_module,
@@ -42,7 +42,7 @@ from tvm_transfer.networks import (
     model_slug,
 )
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
-from tvm_transfer.target import host_target, target_id
+from tvm_transfer.target import host_target
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.retime import retime
 from tvm_transfer.tuning.session import open_database
@@ -271,9 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "trials": args.trials,
         "top": args.top,
         "rounds": args.rounds,
-        "target": str(target),
-        "target_id": target_id(target),
-        "machine": machine_info(),
+        **target_context(target),
         "commit": git_commit(short=True),
         "networks": {},
     }

@@ -9,9 +9,12 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenset_tools.atomic import atomic_write_text
+
+if TYPE_CHECKING:
+    import tvm
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,14 @@ def machine_info() -> dict:
     model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": model or platform.processor(), "cores": cores, "python": platform.python_version()}
+
+
+def target_context(target: tvm.target.Target) -> dict:
+    """What a report records about where it ran: the TVM target (its string and the target id records are
+    keyed by) and :func:`machine_info`."""
+    from tvm_transfer.target import target_id  # lazily: benchmarks without TVM import this module too
+
+    return {"target": str(target), "target_id": target_id(target), "machine": machine_info()}
 
 
 class StolenCpu:

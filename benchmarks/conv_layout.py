@@ -24,10 +24,10 @@ import statistics
 import warnings
 from pathlib import Path
 
-from benchmarks.common import git_commit, machine_info, timing_runs, tuned_alone, write_report
+from benchmarks.common import git_commit, target_context, timing_runs, tuned_alone, write_report
 from tvm_transfer.networks import CONV_LAYOUTS, load_model, model_slug
 from tvm_transfer.runtimes import RUNTIMES
-from tvm_transfer.target import host_target, target_id
+from tvm_transfer.target import host_target
 from tvm_transfer.tuning.session import open_database
 
 NAME = "conv_layout_dev"
@@ -97,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "trials": args.trials,
         "rounds": args.rounds,
-        "target": str(target),
-        "target_id": target_id(target),
-        "machine": machine_info(),
+        **target_context(target),
         "commit": git_commit(short=True),
         "networks": {},
     }

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import StolenCpu, git_commit, machine_info, report_path, write_report
+from benchmarks.common import StolenCpu, git_commit, report_path, target_context, write_report
 from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
 from tvm_transfer.networks import constant_bytes, load_model, model_slug, relax_module
@@ -249,11 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             "tune_caches": args.tune_caches,
             "trials": args.trials,
             "rounds": args.rounds,
-            "target": str(target),
-            "target_id": target_id(target),
+            **target_context(target),
             "last_level_cache_bytes": last_level_cache_bytes(),
             "weights_bytes": {n: constant_bytes(relax_module(load_model(n))) for n in NETWORKS},
-            "machine": machine_info(),
             "commit": git_commit(short=True),
         }
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import StolenCpu, git_commit, machine_info, report_path, write_report
+from benchmarks.common import StolenCpu, git_commit, report_path, target_context, write_report
 from benchmarks.corpus import DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
 from tvm_transfer.networks import model_slug
@@ -184,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "networks": list(DEV_NETWORKS),
             "rounds": args.rounds,
-            "target": str(target),
-            "target_id": target_id(target),
-            "machine": machine_info(),
+            **target_context(target),
             "commit": git_commit(short=True),
         }
     )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common import machine_info
+from benchmarks.common import target_context
 from tvm_transfer.networks import load_model, network_family, relax_module
 from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
@@ -33,12 +33,7 @@ REFERENCES = ("eager", "torch.compile", "onnxruntime")
 def run_context(pack: TransferPack, target: tvm.target.Target) -> dict:
     """What a transfer report records about its run: target, machine and the pack
     (:func:`pack_context`)."""
-    return {
-        "target": str(target),
-        "target_id": target_id(target),
-        "machine": machine_info(),
-        "pack": pack_context(pack),
-    }
+    return {**target_context(target), "pack": pack_context(pack)}
 
 
 def add_also_pack_argument(parser: argparse.ArgumentParser, more: str = "") -> None:
