@@ -13,24 +13,44 @@ Each development convolutional network is tuned by TVM alone (MetaSchedule's ``X
 search, seed 0) to ``--trials`` in each layout (work dirs ``<slug>`` and ``<slug>@nhwc``; resumes), then
 both builds are timed with ONNX Runtime in ``--rounds`` interleaved rounds, ``--runs`` times.
 
+``--corpus PACK`` compares the layouts without tuning, on the corpus networks a pack holds in both on the
+same target (:data:`benchmarks.corpus.CHANNELS_LAST`): by the records of the corpus's collection passes,
+which give either layout of a network the same budget and search, each layout's sum over its tasks of
+the fastest record weighted by the task's calls. These networks are in the corpus, so this too is
+development evidence; the held-out networks judge the choice (``benchmarks.transfer_networks``).
+
     nice -n 19 python -m benchmarks.conv_layout > work/logs/conv_layout.log 2>&1 &
+    python -m benchmarks.conv_layout --corpus work/packs/nhwc      # seconds
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import statistics
 import warnings
 from pathlib import Path
 
-from benchmarks.common import git_commit, target_context, timing_runs, tuned_alone, write_report
-from tvm_transfer.networks import CONV_LAYOUTS, load_model, model_slug
+import pandas as pd
+
+from benchmarks.common import (
+    git_commit,
+    machine_info,
+    target_context,
+    timing_runs,
+    tuned_alone,
+    write_report,
+)
+from benchmarks.corpus import WORK_DIR as CORPUS_WORK_DIR
+from tvm_transfer.networks import CONV_LAYOUTS, conv_layout_of, load_model, model_slug, with_conv_layout
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
+from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.session import open_database
 
 NAME = "conv_layout_dev"
+CORPUS_NAME = "conv_layout_corpus"
 #: The development networks with convolutions (of :data:`benchmarks.corpus.DEV_NETWORKS`).
 NETWORKS = ("torchvision:mnasnet1_0",)
 ONNX_RUNTIME = RUNTIMES["onnxruntime"]
@@ -76,6 +96,82 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def corpus_layouts(corpus: pd.DataFrame) -> list[dict]:
+    """Per network of ``corpus`` (a dataset frame) that its collection passes measured in both layouts
+    on the same target: each layout's records, tasks with a valid record, and the sum over those tasks of
+    the fastest record's latency times the task's calls (ms), and NHWC / NCHW of the sums (below 1:
+    channels last is faster)."""
+    measured = corpus[corpus["source"].str.startswith(f"{CORPUS_WORK_DIR.as_posix()}/")]
+    best = (
+        measured[measured["valid"]]
+        .groupby(["network", "target_id", "task_id"])
+        .agg(seconds=("latency", "min"), calls=("weight", "first"))
+    )
+    best["weighted_ms"] = best["seconds"] * best["calls"] * 1e3
+    runs = best.groupby(["network", "target_id"])["weighted_ms"].agg(["sum", "size"])
+    records = measured.groupby(["network", "target_id"]).size()
+    rows = []
+    for network, target in runs.index:
+        twin = with_conv_layout(network, "NCHW")
+        if conv_layout_of(network) != "NHWC" or (twin, target) not in runs.index:
+            continue
+        keys = {"NCHW": (twin, target), "NHWC": (network, target)}
+        ms = {layout: float(runs.loc[key, "sum"]) for layout, key in keys.items()}
+        rows.append(
+            {
+                "network": twin,
+                "target_id": target,
+                "records": {layout: int(records[key]) for layout, key in keys.items()},
+                "tasks": {layout: int(runs.loc[key, "size"]) for layout, key in keys.items()},
+                "ms": ms,
+                "nhwc_over_nchw": ms["NHWC"] / ms["NCHW"],
+            }
+        )
+    return rows
+
+
+def _corpus_markdown(report: dict) -> str:
+    rows = report["networks"]
+    lines = [
+        "# Convolutions in NCHW or NHWC, by the corpus's collection passes",
+        "",
+        f"Pack `{report['pack']}`; commit {report['commit']}. Per network and target, the records of its "
+        "collection passes in each layout (the same budget and search); per layout, the sum over the tasks "
+        "with a valid record of the fastest record's latency times the task's calls.",
+        "",
+        "| network | target | records NCHW / NHWC | tasks NCHW / NHWC | NCHW ms | NHWC ms | NHWC / NCHW |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['network']} | {r['target_id']} | {r['records']['NCHW']} / {r['records']['NHWC']} | "
+            f"{r['tasks']['NCHW']} / {r['tasks']['NHWC']} | {r['ms']['NCHW']:.3f} | {r['ms']['NHWC']:.3f} | "
+            f"{r['nhwc_over_nchw']:.3f} |"
+        )
+    for target in sorted({r["target_id"] for r in rows}):
+        ratios = [r["nhwc_over_nchw"] for r in rows if r["target_id"] == target]
+        geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
+        lines.append(
+            f"\n`{target}`: NHWC / NCHW geometric mean **{geomean:.3f}** over {len(ratios)} networks "
+            f"({min(ratios):.3f}-{max(ratios):.3f})."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _compare_in_corpus(pack_path: str) -> int:
+    pack = TransferPack.open(pack_path)
+    columns = ["network", "target_id", "task_id", "source", "valid", "latency", "weight"]
+    report = {
+        "pack": str(pack.path),
+        "pack_created": pack.manifest["created"],
+        "machine": machine_info(),
+        "commit": git_commit(short=True),
+        "networks": corpus_layouts(pack.corpus(columns)),
+    }
+    write_report("networks", CORPUS_NAME, report, _corpus_markdown(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -89,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work-root", default="work/bench_transfer/conv-layout", help="root of the networks' work dirs"
     )
+    parser.add_argument(
+        "--corpus", metavar="PACK", help="compare the layouts in the corpus of the pack at PACK, untuned"
+    )
     args = parser.parse_args(argv)
+    if args.corpus:
+        return _compare_in_corpus(args.corpus)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     target = host_target()

@@ -28,6 +28,7 @@ from tvm_transfer.networks import (
     model_slug,
     network_family,
     relax_module,
+    with_conv_layout,
 )
 from tvm_transfer.networks.torchvision_models import classification_models
 from tvm_transfer.runtimes import export_onnx
@@ -380,6 +381,9 @@ def test_a_layout_is_named_by_a_suffix_after_the_shape_and_the_default_layout_by
     assert conv_layout_of("resnet_block@nhwc") == "NHWC" and conv_layout_of("resnet_block") == "NCHW"
     families = {network_family(n) for n in ("torchvision:resnet50@1,3,160,160@nhwc", "torchvision:resnet50")}
     assert families == {"torchvision:resnet50"}
+    shaped = "torchvision:resnet50@1,3,160,160"
+    assert with_conv_layout(shaped, "NHWC") == f"{shaped}@nhwc"
+    assert with_conv_layout("resnet_block@nhwc", "NCHW") == "resnet_block"
 
 
 def test_a_work_dir_tuned_in_one_layout_is_refused_for_the_other(target, tmp_path):

@@ -24,6 +24,7 @@ from tvm_transfer.networks.sources import (
     model_slug,
     network_family,
     parse_input_shape,
+    with_conv_layout,
 )
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "prepack_passes",
     "relax_module",
     "weights_outgrow_cache",
+    "with_conv_layout",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "model_slug",
     "network_family",
     "parse_input_shape",
+    "with_conv_layout",
 ]
 
 TORCHVISION_PREFIX = "torchvision:"
@@ -121,6 +122,12 @@ def conv_layout_of(name: str) -> str:
     """The layout (of :data:`CONV_LAYOUTS`) the convolutions of the model ``name`` names are imported in:
     ``NHWC`` for a name ending in ``@nhwc``, else ``NCHW``."""
     return _split_layout(name)[1] or "NCHW"
+
+
+def with_conv_layout(name: str, layout: str) -> str:
+    """The name of the model ``name`` names with its convolutions in ``layout`` (of :data:`CONV_LAYOUTS`):
+    ``torchvision:resnet18@nhwc`` for ``("torchvision:resnet18", "NHWC")`` and back."""
+    return _with_layout(_split_layout(name)[0], layout)
 
 
 def network_family(name: str) -> str:
