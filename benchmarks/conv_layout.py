@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import statistics
 import warnings
 from pathlib import Path
@@ -150,7 +149,7 @@ def _corpus_markdown(report: dict) -> str:
         )
     for target in sorted({r["target_id"] for r in rows}):
         ratios = [r["nhwc_over_nchw"] for r in rows if r["target_id"] == target]
-        geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
+        geomean = statistics.geometric_mean(ratios)
         lines.append(
             f"\n`{target}`: NHWC / NCHW geometric mean **{geomean:.3f}** over {len(ratios)} networks "
             f"({min(ratios):.3f}-{max(ratios):.3f})."
