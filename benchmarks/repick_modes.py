@@ -41,7 +41,7 @@ import numpy as np
 from benchmarks.common import StolenCpu, git_commit, report_path, target_context, write_report
 from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
-from tvm_transfer.networks import constant_bytes, load_model, model_slug, relax_module
+from tvm_transfer.networks import constant_bytes, conv_layout_of, load_model, model_slug, relax_module
 from tvm_transfer.target import host_target, last_level_cache_bytes, target_id
 from tvm_transfer.tuning.repick import REPICK_MODES
 from tvm_transfer.tuning.rounds import read_rounds
@@ -76,6 +76,7 @@ def _tuned(network: str, work_dir: Path, trials: int, caches: str) -> None:
         return
     print(f"== {network}: tuning ({caches}) to {trials} trials in {work_dir}", flush=True)
     command = ["tune-network", network, "--work-dir", str(work_dir), "--trials", str(trials)]
+    command += ["--conv-layout", conv_layout_of(network)]  # as named, not the commands' default
     if cli([*command, "--measure-caches", caches]) != 0:
         raise SystemExit(f"tuning {network} failed")
 

@@ -13,12 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from tvm import relax
 
 from tvm_transfer.cli import main
 from tvm_transfer.networks import (
+    LoadedModel,
     ModelSourceError,
     constant_bytes,
     conv_layout_of,
@@ -362,13 +364,83 @@ def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
     assert compiled.max_abs_error < 1e-4
 
 
+class _PatchesIntoAttention(torch.nn.Module):
+    """A vision transformer's first steps: a patch convolution, its patches as tokens, self-attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patches = torch.nn.Conv2d(3, 8, 4, 4)
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.patches(x).flatten(2).transpose(1, 2)
+        return self.attention(tokens, tokens, tokens, need_weights=False)[0]
+
+
+def test_attention_after_a_convolution_imports_channels_last_and_keeps_the_output(target, tmp_path):
+    # PyTorch's attention squeezes an axis counted from the back, on which TVM's layout conversion fails.
+    torch.manual_seed(0)
+    model = LoadedModel(
+        "patches",
+        "factory",
+        [np.random.default_rng(0).standard_normal((1, 3, 12, 12), np.float32)],
+        torch_module=_PatchesIntoAttention().eval(),
+        conv_layout="NHWC",
+    )
+    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    assert compiled.max_abs_error < 1e-4
+
+
 def test_an_unknown_convolution_layout_is_refused():
     with pytest.raises(ValueError, match="unknown conv_layout 'NCHW16c': use one of NCHW, NHWC"):
         import_passes(conv_layout="NCHW16c")
-    with pytest.raises(ModelSourceError, match="unknown conv layout 'NCHW16c': use one of NCHW, NHWC"):
+    with pytest.raises(ModelSourceError, match="unknown conv layout 'NCHW16c': use one of NCHW, NHWC, AUTO"):
         load_model("mobilenet_v2_block", conv_layout="NCHW16c")
     with pytest.raises(ModelSourceError, match="the name asks for NHWC convolutions, not NCHW"):
         load_model("mobilenet_v2_block@nhwc", conv_layout="NCHW")
+
+
+def test_the_auto_layout_is_channels_last_exactly_for_models_with_2d_convolutions(tmp_path):
+    block = load_model("mobilenet_v2_block", conv_layout="auto")
+    assert (block.name, block.conv_layout) == ("mobilenet_v2_block@nhwc", "NHWC")
+    mlp = load_model("mlp", conv_layout="AUTO")
+    assert (mlp.name, mlp.conv_layout) == ("mlp", "NCHW")
+    assert load_model("mobilenet_v2_block@nchw", conv_layout="auto").conv_layout == "NCHW"  # the name wins
+    assert load_model("mobilenet_v2_block").conv_layout == "NCHW"  # not asked: as the frontend imports it
+    # An ONNX file says so by its Conv nodes: 2-d ones only.
+    onnx_block = export_onnx(block.torch_module, block.inputs, tmp_path / "block.onnx")
+    assert load_model(str(onnx_block), conv_layout="auto").conv_layout == "NHWC"
+    conv1d = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 3), torch.nn.ReLU()).eval()
+    onnx_conv1d = export_onnx(conv1d, [np.ones((1, 4, 16), np.float32)], tmp_path / "conv1d.onnx")
+    assert load_model(str(onnx_conv1d), conv_layout="auto").conv_layout == "NCHW"
+    # kernel_shape is optional: the weight's rank tells.
+    conv = onnx.helper.make_node("Conv", ["x", "w"], ["y"])
+    graph = onnx.helper.make_graph(
+        [conv],
+        "bare_conv",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")],
+    )
+    onnx.save(onnx.helper.make_model(graph), tmp_path / "bare.onnx")
+    assert load_model(str(tmp_path / "bare.onnx"), conv_layout="auto").conv_layout == "NHWC"
+
+
+def test_the_commands_default_to_channels_last_and_point_at_an_nchw_work_dir_tuned_before(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    nchw = Path("work/mobilenet_v2_block-tvm-xgb")
+    argv = ["mobilenet_v2_block", "--no-transfer"]
+    assert main(["tune-network", *argv, "--conv-layout", "NCHW", "--trials", "8"]) == 0
+    capsys.readouterr()
+    assert main(["compile", *argv, "--runtimes", "eager", "--rounds", "1"]) == 0
+    assert sorted(p.name for p in Path("work").iterdir()) == [nchw.name, "mobilenet_v2_block@nhwc-tvm-xgb"]
+    assert f"note: {nchw} holds this model tuned with its convolutions NCHW" in capsys.readouterr().err
+    # Given that work dir, the default layout is refused, with the layout to pass.
+    assert main(["compile", *argv, "--work-dir", str(nchw)]) == 2
+    refusal = "convolutions NCHW: tune and compile it with that layout (--conv-layout NCHW)"
+    assert refusal in capsys.readouterr().err
 
 
 def test_a_layout_is_named_by_a_suffix_after_the_shape_and_the_default_layout_by_none():
@@ -378,6 +450,9 @@ def test_a_layout_is_named_by_a_suffix_after_the_shape_and_the_default_layout_by
     assert load_model("resnet_block@NCHW").name == "resnet_block"
     assert model_slug("torchvision:resnet50@1,3,160,160@nhwc") == "torchvision-resnet50-1x3x160x160@nhwc"
     assert model_slug("torchvision:resnet18", conv_layout="NHWC") == "torchvision-resnet18@nhwc"
+    assert with_conv_layout("resnet_block", "nhwc") == "resnet_block@nhwc"
+    with pytest.raises(ValueError, match="unknown conv layout 'AUTO'"):
+        model_slug("resnet_block", conv_layout="AUTO")  # a name spells the layout picked, not the rule
     assert conv_layout_of("resnet_block@nhwc") == "NHWC" and conv_layout_of("resnet_block") == "NCHW"
     families = {network_family(n) for n in ("torchvision:resnet50@1,3,160,160@nhwc", "torchvision:resnet50")}
     assert families == {"torchvision:resnet50"}

@@ -117,16 +117,22 @@ def _work_dir(args: argparse.Namespace, name: str) -> Path:
     """``--work-dir``, else ``work/<name>-<label>``, the label being the model file's stem, the
     ``--cost-model``, ``transfer`` with a transfer pack, else TVM's model; raises
     :class:`~tenset_tools.command.UsageError` when it is a file or cannot be created or written."""
-    from tvm_transfer.cli.transfer import resolve_transfer_pack
-    from tvm_transfer.transfer.policy import NO_TRANSFER_COST_MODEL
     from tvm_transfer.tuning.workdir import check_work_dir
 
     if args.work_dir:
         return check_work_dir(Path(args.work_dir))
+    return check_work_dir(_default_work_dir(args, name))
+
+
+def _default_work_dir(args: argparse.Namespace, name: str) -> Path:
+    """``work/<name>-<label>`` of :func:`_work_dir` (not created)."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.transfer.policy import NO_TRANSFER_COST_MODEL
+
     model_file = getattr(args, "model_file", None)
     default = "transfer" if resolve_transfer_pack(args) is not None else NO_TRANSFER_COST_MODEL
     label = Path(model_file).stem if model_file else args.cost_model or default
-    return check_work_dir(Path("work") / f"{name}-{label}")
+    return Path("work") / f"{name}-{label}"
 
 
 def _report(args: argparse.Namespace, result) -> int:
@@ -194,17 +200,39 @@ def _load_model(args: argparse.Namespace):
         raise UsageError(f"--target: networks are tuned and compiled for CPU (llvm) targets, not {kind!r}")
     try:
         model = load_model(args.network, args.input_shape, conv_layout=args.conv_layout)
-        check_work_dir_layout(_network_work_dir(args), model.name)
+        check_work_dir_layout(_network_work_dir(args, model), model.name)
         relax_module(model)
     except ValueError as error:  # a ModelSourceError too
         raise UsageError(str(error)) from error
+    _note_nchw_work_dir(args, model)
     return model
 
 
-def _network_work_dir(args: argparse.Namespace) -> Path:
+def _note_nchw_work_dir(args: argparse.Namespace, model) -> None:
+    """Say so when the default layout picked NHWC and the default work dir of the same model in NCHW holds
+    records (tuned before the commands defaulted to NHWC): a run would otherwise start over unannounced."""
+    from tvm_transfer.networks import AUTO_CONV_LAYOUT, conv_layout_of, model_slug, with_conv_layout
+
+    picked = args.conv_layout == AUTO_CONV_LAYOUT and conv_layout_of(args.network) != "NHWC"
+    if args.work_dir or not picked or model.conv_layout != "NHWC":
+        return
+    nchw = _default_work_dir(args, model_slug(with_conv_layout(model.name, "NCHW"), args.input_shape))
+    records = nchw / "database_tuning_record.json"
+    if records.is_file() and records.stat().st_size:
+        print(
+            f"note: {nchw} holds this model tuned with its convolutions NCHW; this run imports them NHWC "
+            f"(the default, faster) into {_network_work_dir(args, model)}. Pass --conv-layout NCHW to use "
+            "that work dir instead.",
+            file=sys.stderr,
+        )
+
+
+def _network_work_dir(args: argparse.Namespace, model) -> Path:
+    """``--work-dir``, else the default work dir of ``model``, named by its layout too (``args.network``
+    does not say which layout ``AUTO`` picked)."""
     from tvm_transfer.networks import model_slug
 
-    return _work_dir(args, model_slug(args.network, args.input_shape, args.conv_layout))
+    return _work_dir(args, model_slug(model.name, args.input_shape))
 
 
 def _tune_model(args: argparse.Namespace, model, selection=None):
@@ -215,7 +243,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
     from tvm_transfer.tuning.network import tune_network
     from tvm_transfer.tuning.workdir import work_dir_lock
 
-    work_dir = _network_work_dir(args)
+    work_dir = _network_work_dir(args, model)
     pack = resolve_transfer_pack(args)
     with work_dir_lock(work_dir, wait=args.wait):
         return tune_network(
@@ -259,7 +287,7 @@ def _compile_model(args: argparse.Namespace, model, tuning) -> int:
     from tvm_transfer.tuning.compile import compile_network
     from tvm_transfer.tuning.workdir import work_dir_lock
 
-    work_dir = _network_work_dir(args)
+    work_dir = _network_work_dir(args, model)
     with work_dir_lock(work_dir, wait=args.wait):
         result = compile_network(
             model,
@@ -397,7 +425,7 @@ def _runtime_keys(text: str) -> list[str]:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    from tvm_transfer.networks import CONV_LAYOUTS, NETWORKS
+    from tvm_transfer.networks import AUTO_CONV_LAYOUT, CONV_LAYOUTS, NETWORKS
     from tvm_transfer.runtimes import RUNTIMES
 
     parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
@@ -409,9 +437,11 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conv-layout",
         type=str.upper,
-        choices=CONV_LAYOUTS,
-        help="layout of the 2-d convolutions: NCHW as the model gives them (default), or NHWC, channels "
-        "last (also: MODEL@nhwc); tune and compile with the same",
+        choices=(AUTO_CONV_LAYOUT, *CONV_LAYOUTS),
+        default=AUTO_CONV_LAYOUT,
+        help="layout of the 2-d convolutions: AUTO (default) is NHWC, channels last, for a model with "
+        "2-d convolutions, else NCHW; NCHW as the model gives them (also: MODEL@nchw), NHWC (MODEL@nhwc); "
+        "a name's suffix wins over AUTO; tune and compile with the same",
     )
     parser.add_argument(
         "--no-layout-rewrite",

@@ -187,11 +187,10 @@ def _run_collect(args: argparse.Namespace) -> int:
 
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     networks = args.networks.split(",") if args.networks else list(NETWORKS)
-    for network in networks:
-        try:
-            load_model(network)
-        except ModelSourceError as error:
-            raise UsageError(f"--networks: {error}") from error
+    try:  # spelt as the models name themselves (``x@nchw`` is ``x``), so one network has one name
+        networks = [load_model(network).name for network in networks]
+    except ModelSourceError as error:
+        raise UsageError(f"--networks: {error}") from error
     if bool(args.rpc) != bool(args.device_key):
         raise ValueError("--rpc and --device-key go together")
     targets = parse_targets(args.targets) if args.targets else default_targets()

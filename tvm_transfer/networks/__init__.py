@@ -15,6 +15,7 @@ from tvm_transfer.networks.relax_import import (
     weights_outgrow_cache,
 )
 from tvm_transfer.networks.sources import (
+    AUTO_CONV_LAYOUT,
     CONV_LAYOUTS,
     TORCHVISION_PREFIX,
     LoadedModel,
@@ -28,6 +29,7 @@ from tvm_transfer.networks.sources import (
 )
 
 __all__ = [
+    "AUTO_CONV_LAYOUT",
     "CONV_LAYOUTS",
     "NETWORKS",
     "TORCHVISION_PREFIX",

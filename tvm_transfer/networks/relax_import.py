@@ -80,9 +80,9 @@ def import_passes(fold_batch_norm: bool = False, conv_layout: str = "NCHW") -> l
     ``conv_layout`` (one of :data:`CONV_LAYOUTS`) is the activation layout of the 2-d convolutions: as the
     frontend imports them (``NCHW``, PyTorch's and ONNX's), or channels last (``NHWC``, weights ``OHWI``),
     with layout transforms where the network meets an operator that keeps its own layout (``clip``, as in
-    ReLU6 and hard swish, is rewritten first into operators that take any layout). Not the
-    default either: it changes the task of every convolution, so that none would match the default
-    pack's schedules."""
+    ReLU6 and hard swish, is rewritten first into operators that take any layout, and ``squeeze``'s axes
+    are counted from the front). The layout changes the task of every convolution: a pack's schedules
+    serve the layout they were measured in."""
     if conv_layout not in CONV_LAYOUTS:
         raise ValueError(f"unknown conv_layout {conv_layout!r}: use one of {', '.join(CONV_LAYOUTS)}")
     folding = [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant()]
@@ -90,7 +90,12 @@ def import_passes(fold_batch_norm: bool = False, conv_layout: str = "NCHW") -> l
     passes = [*folding, *inference] if fold_batch_norm else inference
     if conv_layout == "NHWC":
         layouts = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
-        passes += [_clip_as_min_max, relax.transform.ConvertLayout(layouts), relax.transform.FoldConstant()]
+        passes += [
+            _clip_as_min_max,
+            _squeeze_axes_from_the_front,
+            relax.transform.ConvertLayout(layouts),
+            relax.transform.FoldConstant(),
+        ]
     return passes
 
 
@@ -107,10 +112,32 @@ def _clip_as_min_max(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> 
         low, high = (relax.const(float(bound.value), dtype) for bound in (low, high))
         return relax.op.minimum(relax.op.maximum(x, low), high)
 
+    return _rewrite_calls(mod, pattern, as_min_max)
+
+
+@tvm.transform.module_pass(opt_level=0, name="SqueezeAxesFromTheFront")
+def _squeeze_axes_from_the_front(mod: tvm.IRModule, _context: tvm.transform.PassContext) -> tvm.IRModule:
+    """Every ``squeeze`` axis counted from the front (``-2`` of a 4-d tensor as ``2``), the same op: TVM's
+    layout conversion fails (``std::bad_alloc``) on a negative one, as PyTorch's multi-head attention
+    writes it downstream of a vision transformer's patch convolution."""
+    pattern = dpl.is_op("relax.squeeze")(dpl.wildcard())
+
+    def from_the_front(call: relax.Call, _matches: dict) -> relax.Expr:
+        x, axes = call.args[0], call.attrs.axis
+        if axes is None or all(int(axis) >= 0 for axis in axes):
+            return call
+        ndim = x.ty.ndim
+        return relax.op.squeeze(x, [int(axis) % ndim for axis in axes])
+
+    return _rewrite_calls(mod, pattern, from_the_front)
+
+
+def _rewrite_calls(mod: tvm.IRModule, pattern, rewriter) -> tvm.IRModule:
+    """``mod`` with every call of its Relax functions that matches ``pattern`` replaced by ``rewriter``'s."""
     rewritten = mod.clone()
     for gvar, function in mod.functions.items():
         if isinstance(function, relax.Function):
-            rewritten[gvar] = dpl.rewrite_call(pattern, as_min_max, function)
+            rewritten[gvar] = dpl.rewrite_call(pattern, rewriter, function)
     return rewritten
 
 

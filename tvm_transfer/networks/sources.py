@@ -10,8 +10,10 @@ A model is named by one string:
 A built-in, torchvision or ONNX name may end in ``@SHAPE`` (``torchvision:resnet50@1,3,160,160``): the
 input shape, batch first, as ``--input-shape`` gives it. Any name may then end in ``@nhwc``
 (``torchvision:resnet50@1,3,160,160@nhwc``): its 2-d convolutions imported channels last, as
-``--conv-layout NHWC`` gives it (:data:`CONV_LAYOUTS`). One string then names one set of tasks, which is
-what a corpus or a dataset's ``network`` column needs.
+``--conv-layout NHWC`` gives it (:data:`CONV_LAYOUTS`), or ``@nchw``, as the frontends import them. One
+string then names one set of tasks, which is what a corpus or a dataset's ``network`` column needs: a name
+without a layout suffix is NCHW. The commands' default layout, :data:`AUTO_CONV_LAYOUT`, picks channels
+last for a model with 2-d convolutions and spells it in the model's name.
 
 Built-in and torchvision networks get seeded random weights, then their normalisation statistics are
 calibrated on random inputs and weights that their initialiser leaves at zero are drawn small: left as
@@ -39,6 +41,7 @@ from tvm_transfer.common.errors import one_line
 from tvm_transfer.networks.builtin import NETWORKS
 
 __all__ = [
+    "AUTO_CONV_LAYOUT",
     "CONV_LAYOUTS",
     "TORCHVISION_PREFIX",
     "LoadedModel",
@@ -56,6 +59,9 @@ DEFAULT_IMAGE_SHAPE = (1, 3, 224, 224)
 #: Activation layouts a network's 2-d convolutions may be imported in: as the frontends import them
 #: (``NCHW``, PyTorch's and ONNX's, the default) or channels last (``NHWC``, named by an ``@nhwc`` suffix).
 CONV_LAYOUTS = ("NCHW", "NHWC")
+#: The layout to ask :func:`load_model` for to get the faster one: ``NHWC`` for a model with 2-d
+#: convolutions (channels last runs faster on x86 CPUs), ``NCHW`` for one without (nothing to convert).
+AUTO_CONV_LAYOUT = "AUTO"
 
 
 class ModelSourceError(ValueError):
@@ -88,17 +94,18 @@ def load_model(
 
     ``input_shape`` (batch first) replaces the default input shape of a built-in or torchvision network
     (``1,3,224,224`` for torchvision) or fixes the first input of an ONNX model; a factory's example inputs
-    are its own; a name's ``@SHAPE`` suffix does the same. ``conv_layout`` (one of :data:`CONV_LAYOUTS`;
-    default the name's ``@nhwc`` suffix, else ``NCHW``) is the layout its convolutions are imported in. The
-    model's ``name`` is ``name`` with its layout spelt as a suffix when it is channels last, so that it
-    names the model's tasks. Raises :class:`ModelSourceError` naming the model and the cause."""
+    are its own; a name's ``@SHAPE`` suffix does the same. ``conv_layout`` (one of :data:`CONV_LAYOUTS` or
+    :data:`AUTO_CONV_LAYOUT`, any case) is the layout its convolutions are imported in; a name's ``@nhwc``
+    or ``@nchw`` suffix gives it too, and wins over ``AUTO``; without either it is ``NCHW``. The model's
+    ``name`` is ``name`` with its layout spelt as a suffix when it is channels last, so that it names the
+    model's tasks. Raises :class:`ModelSourceError` naming the model and the cause."""
     base, named_layout = _split_layout(name)
-    if conv_layout is not None and conv_layout not in CONV_LAYOUTS:
-        choices = ", ".join(CONV_LAYOUTS)
+    asked = conv_layout.upper() if conv_layout is not None else None
+    if asked is not None and asked not in (*CONV_LAYOUTS, AUTO_CONV_LAYOUT):
+        choices = ", ".join((*CONV_LAYOUTS, AUTO_CONV_LAYOUT))
         raise ModelSourceError(name, f"unknown conv layout {conv_layout!r}: use one of {choices}")
-    if named_layout is not None and conv_layout is not None and named_layout != conv_layout:
-        raise ModelSourceError(name, f"the name asks for {named_layout} convolutions, not {conv_layout}")
-    layout = conv_layout or named_layout or "NCHW"
+    if named_layout is not None and asked not in (None, AUTO_CONV_LAYOUT, named_layout):
+        raise ModelSourceError(name, f"the name asks for {named_layout} convolutions, not {asked}")
     plain, named_shape = _split_shape(base)
     if named_shape is not None and input_shape is not None:
         raise ModelSourceError(name, "the name already gives an input shape; drop --input-shape")
@@ -113,6 +120,9 @@ def load_model(
         model = _factory(plain)
     else:
         model = _builtin(plain, input_shape, seed)
+    layout = named_layout or asked or "NCHW"
+    if layout == AUTO_CONV_LAYOUT:
+        layout = "NHWC" if _has_conv2d(model) else "NCHW"
     model.name = _with_layout(base, layout)
     model.conv_layout = layout
     return model
@@ -120,7 +130,8 @@ def load_model(
 
 def conv_layout_of(name: str) -> str:
     """The layout (of :data:`CONV_LAYOUTS`) the convolutions of the model ``name`` names are imported in:
-    ``NHWC`` for a name ending in ``@nhwc``, else ``NCHW``."""
+    ``NHWC`` for a name ending in ``@nhwc``, else ``NCHW`` (a model's ``name`` as :func:`load_model` gives
+    it spells every layout but ``NCHW``)."""
     return _split_layout(name)[1] or "NCHW"
 
 
@@ -168,8 +179,10 @@ def _split_layout(name: str) -> tuple[str, str | None]:
 
 
 def _with_layout(name: str, layout: str) -> str:
-    """``name`` with the suffix of a layout other than the default."""
-    return name if layout == "NCHW" else f"{name}@{layout.lower()}"
+    """``name`` with the suffix of ``layout`` (of :data:`CONV_LAYOUTS`, any case) unless it is ``NCHW``."""
+    if layout.upper() not in CONV_LAYOUTS:
+        raise ValueError(f"unknown conv layout {layout!r}: use one of {', '.join(CONV_LAYOUTS)}")
+    return name if layout.upper() == "NCHW" else f"{name}@{layout.lower()}"
 
 
 def _split_shape(name: str) -> tuple[str, tuple[int, ...] | None]:
@@ -298,6 +311,24 @@ def _onnx_input_shape(name: str, value, override: Sequence[int] | None) -> tuple
             name, f"input {value.name!r} has dynamic dimensions ({', '.join(dynamic)}): give --input-shape"
         )
     return tuple(int(d.dim_value) for d in dims)
+
+
+def _has_conv2d(model: LoadedModel) -> bool:
+    """Whether ``model`` has a 2-d convolution, the operator a layout converts."""
+    if model.torch_module is not None:
+        return any(isinstance(module, nn.Conv2d) for module in model.torch_module.modules())
+    import onnx
+
+    proto = onnx.load(str(model.onnx_path), load_external_data=False)
+    convs = [node for node in proto.graph.node if node.op_type == "Conv"]
+    if not convs:
+        return False
+    # A Conv's weight is (out, in, *kernel); kernel_shape is optional, so the weight's rank decides.
+    graph = onnx.shape_inference.infer_shapes(proto).graph
+    ranks = {init.name: len(init.dims) for init in graph.initializer}
+    for value in (*graph.input, *graph.value_info):
+        ranks.setdefault(value.name, len(value.type.tensor_type.shape.dim))
+    return any(ranks.get(node.input[1]) == 4 for node in convs)
 
 
 def _factory(name: str) -> LoadedModel:

@@ -26,6 +26,7 @@ from tvm_transfer.networks import (
     load_model,
     relax_module,
     weights_outgrow_cache,
+    with_conv_layout,
 )
 from tvm_transfer.runner import measuring_workers
 from tvm_transfer.target import as_target
@@ -210,7 +211,7 @@ def tune_network(
         model = load_model(model)  # extraction imports it: once, for the cache check too
     measure = _measurement(measure or Measurement(), measure_caches, model, target)
     import_tensor_intrin_fast()
-    name = model if isinstance(model, str) else model.name
+    name = with_conv_layout(model, conv_layout_of(model)) if isinstance(model, str) else model.name
     work_dir = Path(work_dir)
     check_work_dir_layout(work_dir, name)
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
