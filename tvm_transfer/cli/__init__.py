@@ -200,17 +200,19 @@ def _load_model(args: argparse.Namespace):
         raise UsageError(f"--target: networks are tuned and compiled for CPU (llvm) targets, not {kind!r}")
     try:
         model = load_model(args.network, args.input_shape, conv_layout=args.conv_layout)
-        check_work_dir_layout(_network_work_dir(args, model), model.name)
+        work_dir = _network_work_dir(args, model)
+        check_work_dir_layout(work_dir, model.name)
         relax_module(model)
     except ValueError as error:  # a ModelSourceError too
         raise UsageError(str(error)) from error
-    _note_nchw_work_dir(args, model)
+    _note_nchw_work_dir(args, model, work_dir)
     return model
 
 
-def _note_nchw_work_dir(args: argparse.Namespace, model) -> None:
-    """Say so when the default layout picked NHWC and the default work dir of the same model in NCHW holds
-    records (tuned before the commands defaulted to NHWC): a run would otherwise start over unannounced."""
+def _note_nchw_work_dir(args: argparse.Namespace, model, work_dir: Path) -> None:
+    """Say so when the default layout picked NHWC for ``model`` (tuned in ``work_dir``) and the default
+    work dir of the same model in NCHW holds records (tuned before the commands defaulted to NHWC): a run
+    would otherwise start over unannounced."""
     from tvm_transfer.networks import AUTO_CONV_LAYOUT, conv_layout_of, model_slug, with_conv_layout
 
     picked = args.conv_layout == AUTO_CONV_LAYOUT and conv_layout_of(args.network) != "NHWC"
@@ -221,7 +223,7 @@ def _note_nchw_work_dir(args: argparse.Namespace, model) -> None:
     if records.is_file() and records.stat().st_size:
         print(
             f"note: {nchw} holds this model tuned with its convolutions NCHW; this run imports them NHWC "
-            f"(the default, faster) into {_network_work_dir(args, model)}. Pass --conv-layout NCHW to use "
+            f"(the default, faster) into {work_dir}. Pass --conv-layout NCHW to use "
             "that work dir instead.",
             file=sys.stderr,
         )
