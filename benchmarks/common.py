@@ -8,8 +8,11 @@ import logging
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from scipy.stats import gmean
 
 from tenset_tools.atomic import atomic_write_text
 
@@ -20,6 +23,12 @@ log = logging.getLogger(__name__)
 
 RESULTS = Path(__file__).parent / "results"
 _PROC_STAT = Path("/proc/stat")
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean of positive ``values`` (ratios, latencies): the mean of ratios that is symmetric in
+    faster and slower."""
+    return float(gmean(values))
 
 
 def machine_info() -> dict:

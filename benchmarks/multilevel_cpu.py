@@ -39,10 +39,9 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import gmean
 from tvm.s_tir import meta_schedule as ms
 
-from benchmarks.common import git_commit, machine_info, write_report
+from benchmarks.common import geomean, git_commit, machine_info, write_report
 from tenset_tools.metrics import running_best
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.callbacks import FailureLog
@@ -123,10 +122,10 @@ def tune_once(workload, target, contender: str, seed: int, timeout: float, args)
     return outcome
 
 
-def _geomean(values: list[float]) -> float:
+def _geomean_of_finite(values: list[float]) -> float:
     """Geometric mean of the finite positive ``values`` (a failed run has no ratio); NaN when none is."""
     finite = [v for v in values if np.isfinite(v) and v > 0]
-    return float(gmean(finite)) if finite else float("nan")
+    return geomean(finite) if finite else float("nan")
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -147,7 +146,7 @@ def summarise(runs: list[dict]) -> dict:
         for r in mine:
             ref = next(x for x in runs if x["contender"] == REFERENCE and x["key"] == r["key"])
             ratios.append(r["best_seconds"] / ref["best_seconds"])
-        total[contender]["best_ratio_geomean_vs_xgb"] = _geomean(ratios)
+        total[contender]["best_ratio_geomean_vs_xgb"] = _geomean_of_finite(ratios)
         total[contender]["best_ratio_worst_vs_xgb"] = float(max(ratios, default=float("nan")))
     xgb = total[REFERENCE]["failures"]
     for contender in CONTENDERS:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import StolenCpu, git_commit, report_path, target_context, write_report
+from benchmarks.common import StolenCpu, geomean, git_commit, report_path, target_context, write_report
 from benchmarks.corpus import DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
 from tvm_transfer.networks import model_slug
@@ -110,16 +110,12 @@ def summarize(runs: list[dict]) -> dict:
                 per_arm[label][key]["ratio_spread"] = float(max(ratios) / min(ratios))
     overall = {
         key: {
-            measure: _geomean([stats[key][measure] for stats in per_arm.values() if measure in stats[key]])
+            measure: geomean([stats[key][measure] for stats in per_arm.values() if measure in stats[key]])
             for measure in MEASURES
         }
         for key in STATISTICS
     }
     return {"arms": per_arm, "overall": overall}
-
-
-def _geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values))))
 
 
 def _cell(stats: dict) -> str:

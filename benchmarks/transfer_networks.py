@@ -103,9 +103,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from scipy.stats import gmean
-
-from benchmarks.common import StolenCpu, git_commit, network_axes, report_path, save_figure, write_report
+from benchmarks.common import (
+    StolenCpu,
+    geomean,
+    git_commit,
+    network_axes,
+    report_path,
+    save_figure,
+    write_report,
+)
 from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS, HELD_OUT
 from benchmarks.transfer_common import (
     REFERENCES,
@@ -636,10 +642,6 @@ def _budget_text(budget: int | None) -> str:
     return "not reached" if budget is None else str(budget)
 
 
-def _geomean(values: list[float]) -> float:
-    return float(gmean(values))
-
-
 def _rows(report: dict, network: str, seed: int | None = None) -> list[dict]:
     """``network``'s budgets in order, each a row over the seeds that reached it (only ``seed``'s points,
     when given): its ``points``, the geometric mean ``ms`` of every arm and runtime timed in all of them
@@ -651,7 +653,7 @@ def _rows(report: dict, network: str, seed: int | None = None) -> list[dict]:
         ms = {}
         for name in {name for p in points for name in p["latency"]}:
             values = [(p["latency"].get(name) or {}).get("ms") for p in points]
-            ms[name] = _geomean(values) if all(values) else None
+            ms[name] = geomean(values) if all(values) else None
         ratios = {
             arm: [p["latency"][arm]["ms"] / p["latency"]["no-transfer"]["ms"] for p in points]
             if all((p["latency"].get(a) or {}).get("ms") for p in points for a in (arm, "no-transfer"))
@@ -702,7 +704,7 @@ def _against_others(report: dict, row: dict) -> str:
                 ratios.append(mine / min(others))
         if ratios:
             each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
-            parts.append(f"{arm} {_geomean(ratios):.2f}x{each}")
+            parts.append(f"{arm} {geomean(ratios):.2f}x{each}")
     return ", ".join(parts)
 
 
@@ -717,7 +719,7 @@ def _cell(row: dict, arm: str) -> str:
     if not ratios or arm == "no-transfer":
         return f"{value:.3f}"
     each = f": {', '.join(f'{r:.3f}' for r in ratios)}" if len(ratios) > 1 else ""
-    return f"{value:.3f} ({_geomean(ratios):.3f}{each})"
+    return f"{value:.3f} ({geomean(ratios):.3f}{each})"
 
 
 def _tuned(point: dict, arm: str) -> dict:
@@ -734,7 +736,7 @@ def _over_records(points: list[dict], arm: str) -> str:
         for p in points
         if (p["latency"].get(arm) or {}).get("ms") and _tuned(p, arm).get("estimated_ms")
     ]
-    return f"{_geomean(ratios):.2f}" if ratios and len(ratios) == len(points) else "-"
+    return f"{geomean(ratios):.2f}" if ratios and len(ratios) == len(points) else "-"
 
 
 def _stolen(timings: list[dict]) -> str:
