@@ -70,11 +70,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import gmean
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from benchmarks.common import git_commit, machine_info, records_in_order, write_report
+from benchmarks.common import geomean, git_commit, machine_info, records_in_order, write_report
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
 from tenset_tools.flops import estimate_flops
@@ -232,9 +231,7 @@ def _geomean(rows: list[dict], checkpoints: list[int], contenders: list[str], re
     def ratio(row: dict, contender: str, n: int) -> float:
         return (row[contender]["retimed"] if retimed else row[contender])[str(n)]
 
-    return {
-        c: {str(n): float(gmean([ratio(r, c, n) for r in rows])) for n in checkpoints} for c in contenders
-    }
+    return {c: {str(n): geomean([ratio(r, c, n) for r in rows]) for n in checkpoints} for c in contenders}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import gmean
 
-from benchmarks.common import git_commit, machine_info, records_in_order, report_path, write_report
+from benchmarks.common import geomean, git_commit, machine_info, records_in_order, report_path, write_report
 from benchmarks.transfer_operators import BASELINE, CHECKPOINTS, GOAL_TRIALS
 from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import measuring_threads
@@ -87,16 +86,16 @@ def _picks(row: dict, arm: str, n: int) -> tuple[list[float], list[float]]:
 
 def _operator_figures(row: dict, checkpoints: tuple[int, ...]) -> dict:
     """Per arm and budget: noise loss, and the ratio to the baseline with the runs' and noise-free picks."""
-    base_picked, base_best = (gmean(v) for v in _picks(row, BASELINE, checkpoints[-1]))
+    base_picked, base_best = (geomean(v) for v in _picks(row, BASELINE, checkpoints[-1]))
     out: dict = {}
     for arm in row["measured"]:
         for n in checkpoints:
             picked, best = _picks(row, arm, n)
             losses = [p / b for p, b in zip(picked, best, strict=True) if math.isfinite(p / b)]
             out.setdefault(arm, {})[str(n)] = {
-                "noise_loss": float(gmean(losses)) if losses else None,
-                "ratio": float(gmean(picked) / base_picked),
-                "ratio_noise_free": float(gmean(best) / base_best),
+                "noise_loss": geomean(losses) if losses else None,
+                "ratio": geomean(picked) / base_picked,
+                "ratio_noise_free": geomean(best) / base_best,
             }
     return out
 
@@ -104,7 +103,7 @@ def _operator_figures(row: dict, checkpoints: tuple[int, ...]) -> dict:
 def _known_geomean(values: list[float | None]) -> float | None:
     """Geometric mean of the values that are known; ``None`` when none is."""
     known = [v for v in values if v is not None]
-    return float(gmean(known)) if known else None
+    return geomean(known) if known else None
 
 
 def _save(report: dict, name: str) -> None:
