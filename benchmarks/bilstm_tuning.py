@@ -77,7 +77,7 @@ from benchmarks.common import geomean, git_commit, machine_info, records_in_orde
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.features import target_id
 from tenset_tools.flops import estimate_flops
-from tenset_tools.metaschedule import find_databases, read_sidecar
+from tenset_tools.metaschedule import find_databases, sidecar_network
 from tenset_tools.metrics import running_best
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
@@ -135,7 +135,7 @@ def _anchor_sampler(roots: list[Path], network: str) -> TraceCopulaSampler | Non
     collect sidecar); None without roots."""
     if not roots:
         return None
-    dirs = [d for root in roots for d in find_databases(root) if read_sidecar(d)[0] != network]
+    dirs = [d for root in roots for d in find_databases(root) if sidecar_network(d) != network]
     if not dirs:
         raise ValueError(f"no MetaSchedule work dir of a network other than {network} under {roots}")
     sources = load_sources(dirs)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, write_report
 from benchmarks.transfer_common import time_work_dirs
-from tenset_tools.metaschedule import read_sidecar
+from tenset_tools.metaschedule import sidecar_network
 from tvm_transfer.networks import load_model, model_slug
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.transfer import DEFAULT_PACK
@@ -60,7 +60,7 @@ def _tuned_runs(pack: TransferPack, target: str) -> dict[str, tuple[Path, int]]:
     that count."""
     best: dict[str, tuple[int, Path]] = {}
     for source in map(Path, pack.manifest["sources"]):
-        network = read_sidecar(source)[0] if source.is_dir() else None
+        network = sidecar_network(source) if source.is_dir() else None
         if network is None:
             continue
         records = open_database(source).get_all_tuning_records()

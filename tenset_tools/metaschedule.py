@@ -11,8 +11,9 @@ trace JSON, the FLOPs of the task's TIR and the hardware vector of the record's 
 stores failed builds and failed runs alike with ``run_secs = [1e10]``; such records are invalid with
 ``error_kind = "measure_error"``.
 
-A collector may put a sidecar ``tenset_network.json`` next to the database (:func:`write_sidecar`) that
-names the network the tasks were extracted from and each task's weight (occurrences in the network).
+A collector may put a sidecar ``tenset_network.json`` next to the database (:class:`Sidecar`) that
+names the network the tasks were extracted from, each task's weight (occurrences in the network) and how
+the candidates were timed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from .ansor.records import LoadStats
+from .atomic import atomic_write_text
 from .features import (
     HW_FEATURE_NAMES,
     KernelFeatureExtractor,
@@ -49,6 +51,7 @@ __all__ = [
     "SIDECAR_FILE",
     "WORKLOAD_FILE",
     "DatabaseTask",
+    "Sidecar",
     "convert_databases",
     "database_batches",
     "databases_under",
@@ -56,6 +59,7 @@ __all__ = [
     "iter_database_records",
     "op_kind_of",
     "read_sidecar",
+    "sidecar_network",
     "task_id_of_mod",
     "write_sidecar",
 ]
@@ -160,22 +164,53 @@ def _non_unit_spatial_axes(block) -> int:
     return sum(1 for v in spatial if int(v.dom.extent) > 1)
 
 
-def write_sidecar(work_dir: str | os.PathLike, network: str, tasks: dict[str, tuple[str, float]]) -> None:
-    """Write the sidecar of a work dir: the network's name and ``{task_id: (task name, weight)}``."""
+@dataclass(frozen=True)
+class Sidecar:
+    """A work dir's sidecar: the network its tasks were extracted from, ``{task_id: (task name, weight)}``
+    of those tasks, and how its candidates were timed (``"warm"`` or ``"cold"``; ``None`` when not
+    recorded, as in work dirs from before it was)."""
+
+    network: str
+    tasks: dict[str, tuple[str, float]]
+    measure_caches: str | None = None
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """``{task_id: weight}``: how often the network calls each task."""
+        return {task_id: weight for task_id, (_, weight) in self.tasks.items()}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """``{task_id: task name}``."""
+        return {task_id: name for task_id, (name, _) in self.tasks.items()}
+
+
+def write_sidecar(work_dir: str | os.PathLike, sidecar: Sidecar) -> None:
+    """Write ``sidecar`` as the sidecar of ``work_dir``, replacing one there in one step (an interrupted
+    write leaves the old one)."""
     content = {
-        "network": network,
-        "tasks": {task_id: {"name": name, "weight": weight} for task_id, (name, weight) in tasks.items()},
+        "network": sidecar.network,
+        "tasks": {tid: {"name": name, "weight": weight} for tid, (name, weight) in sidecar.tasks.items()},
     }
-    (Path(work_dir) / SIDECAR_FILE).write_text(json.dumps(content, indent=1, sort_keys=True))
+    if sidecar.measure_caches is not None:
+        content["measure_caches"] = sidecar.measure_caches
+    atomic_write_text(Path(work_dir) / SIDECAR_FILE, json.dumps(content, indent=1, sort_keys=True))
 
 
-def read_sidecar(work_dir: str | os.PathLike) -> tuple[str | None, dict[str, float]]:
-    """``(network name, {task_id: weight})`` of a work dir's sidecar; ``(None, {})`` without one."""
+def read_sidecar(work_dir: str | os.PathLike) -> Sidecar | None:
+    """The sidecar of ``work_dir``; ``None`` without one."""
     path = Path(work_dir) / SIDECAR_FILE
     if not path.is_file():
-        return None, {}
+        return None
     content = json.loads(path.read_text())
-    return content["network"], {tid: float(t["weight"]) for tid, t in content["tasks"].items()}
+    tasks = {tid: (t["name"], float(t["weight"])) for tid, t in content["tasks"].items()}
+    return Sidecar(content["network"], tasks, content.get("measure_caches"))
+
+
+def sidecar_network(work_dir: str | os.PathLike) -> str | None:
+    """The network ``work_dir``'s sidecar names; ``None`` without a sidecar."""
+    sidecar = read_sidecar(work_dir)
+    return sidecar.network if sidecar is not None else None
 
 
 @dataclass
@@ -347,7 +382,8 @@ def database_batches(
     """Stream schema record dicts of one work dir, in batches of at most ``batch_size`` records of one
     workload and target. Memory: at most ``batch_size`` parsed records per (workload, target) pair."""
     work_dir = Path(work_dir)
-    network, weights = read_sidecar(work_dir)
+    sidecar = read_sidecar(work_dir)
+    network, weights = (sidecar.network, sidecar.weights) if sidecar is not None else (None, {})
     source = str(work_dir / RECORD_FILE)
     converter = _Converter(num_threads)
     pending: dict[tuple[str, str], tuple[DatabaseTask, list[_Pending]]] = {}

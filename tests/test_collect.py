@@ -133,8 +133,10 @@ def test_collect_locally_on_one_core_then_resume(tmp_path):
     assert set(frame["target_id"]) == {"llvm/x86-64-v3/1"}
     work_dir = first.jobs[0].work_dir
     assert (work_dir / SIDECAR_FILE).is_file()
-    network, weights = read_sidecar(work_dir)
-    assert network == "mlp" and len(weights) == 3 and set(frame["task_id"]) <= set(weights)
+    sidecar = read_sidecar(work_dir)
+    weights = sidecar.weights
+    assert sidecar.network == "mlp" and len(weights) == 3 and set(frame["task_id"]) <= set(weights)
+    assert sidecar.measure_caches == "warm"  # the collection times candidates as MetaSchedule does
     # The same command again: everything is measured already, nothing new is measured.
     again = collect(*arguments, options=OPTIONS, progress=False)
     assert again.new_measurements == 0 and len(read_dataset(out)) == 4

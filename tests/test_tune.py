@@ -9,6 +9,7 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from tenset_tools.metaschedule import read_sidecar
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.networks import constant_bytes, load_model, relax_module
@@ -168,6 +169,16 @@ def test_a_network_tuned_with_cold_caches_times_every_candidate_in_single_flushe
     }
     # The warm runner keeps the mean of its back-to-back runs; the cold one every flushed single run.
     assert runs == {"warm": {1}, "cold": {COLD_RUNS}}
+    # Each work dir records how it was timed, and refuses the other way before measuring anything.
+    for arm, other in (("warm", "cold"), ("cold", "warm")):
+        assert read_sidecar(tmp_path / arm).measure_caches == arm
+        before = len(open_database(tmp_path / arm).get_all_tuning_records())
+        more = replace(options, trials=16)
+        with pytest.raises(ValueError, match=f"timed {arm}, and records timed {other} would not compare"):
+            tune_network(model, tmp_path / arm, target=target, options=more, measure_caches=other)
+        assert len(open_database(tmp_path / arm).get_all_tuning_records()) == before
+    command = ["tune-network", "mlp", "--work-dir", str(tmp_path / "warm"), "--trials", "16", "--no-transfer"]
+    assert main([*command, "--measure-caches", "cold"]) == 2
     weights = constant_bytes(relax_module(model))
     assert resolve_measure_caches("auto", model, cache_bytes=weights) == "warm"
     assert resolve_measure_caches("auto", model, cache_bytes=weights - 1) == "cold"

@@ -24,6 +24,7 @@ from tenset_tools.features import (
 from tenset_tools.metaschedule import (
     RECORD_FILE,
     WORKLOAD_FILE,
+    Sidecar,
     convert_databases,
     find_databases,
     op_kind_of,
@@ -126,7 +127,7 @@ def test_failed_measurements_are_invalid(database, tmp_path):
 def test_sidecar_gives_network_and_task_weights(database, tmp_path):
     copy = _copy(database, tmp_path)
     mod = ms.database.JSONDatabase(work_dir=str(copy)).get_all_tuning_records()[0].workload.mod
-    write_sidecar(copy, "tiny_net", {task_id_of_mod(mod): ("dense", 3.0)})
+    write_sidecar(copy, Sidecar("tiny_net", {task_id_of_mod(mod): ("dense", 3.0)}))
     convert_databases(copy, tmp_path / "d.parquet")
     frame = read_dataset(tmp_path / "d.parquet")
     assert set(frame["network"]) == {"tiny_net"} and set(frame["weight"]) == {3.0}

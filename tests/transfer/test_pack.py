@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from log_helpers import warnings_of
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
@@ -289,6 +290,25 @@ def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(
     for task in mlp_tasks:
         measured = _measured(work_dir, _context(task.dispatched[0], other))
         assert len(measured) == len(set(measured))
+
+
+def test_other_target_records_that_do_not_replay_are_skipped_with_one_warning_per_task(
+    pack, mlp_tasks, target, monkeypatch
+):
+    from tvm_transfer.transfer import apply as apply_module
+
+    def rejected(trace, mod, context):
+        raise ValueError("a MetaSchedule post-processor rejected the replayed schedule")
+
+    monkeypatch.setattr(apply_module, "replay_trace", rejected)
+    context = _context(mlp_tasks[0].dispatched[0], _other_target(target))
+    with warnings_of(apply_module.__name__) as messages:
+        assert OtherTargetCandidates(pack)(context) == []
+    (message,) = messages
+    assert message == (
+        "task: 3 of the pack's 3 records from other targets skipped: a MetaSchedule post-processor "
+        f"rejected the replayed schedule (3 of {target_id(target)})"
+    )
 
 
 def test_similar_tasks_are_found_by_kind_and_structure(pack, mlp_tasks, target):

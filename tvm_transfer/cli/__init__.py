@@ -242,10 +242,14 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
     transfer between tasks included); returns the NetworkTuneResult."""
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.transfer.policy import DEFAULT_POLICY
-    from tvm_transfer.tuning.network import tune_network
+    from tvm_transfer.tuning.network import check_work_dir_caches, resolve_measure_caches, tune_network
     from tvm_transfer.tuning.workdir import work_dir_lock
 
     work_dir = _network_work_dir(args, model)
+    try:
+        check_work_dir_caches(work_dir, resolve_measure_caches(args.measure_caches, model))
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     pack = resolve_transfer_pack(args)
     with work_dir_lock(work_dir, wait=args.wait):
         return tune_network(

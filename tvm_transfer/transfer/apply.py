@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -142,8 +143,8 @@ class OtherTargetCandidates:
     """The candidates a tuning context's task has in ``pack``: the pack's records of its workload measured
     on targets other than the context's, replayed on the task and post-processed for the context's target
     as its own search would (each target's fastest first, then each one's second, ...). A
-    :data:`~tvm_transfer.search_strategy.measure_first.CandidateProvider`; a record whose trace does not
-    replay is skipped with a warning."""
+    :data:`~tvm_transfer.search_strategy.measure_first.CandidateProvider`; records whose traces do not
+    replay are skipped, with one warning per task that counts them by cause and target."""
 
     def __init__(self, pack: TransferPack) -> None:
         self.pack = pack
@@ -152,13 +153,26 @@ class OtherTargetCandidates:
         records = self.pack.schedules().other_targets(context.mod, context.target)
         workload = ms.database.Workload(context.mod)
         candidates = []
+        skipped: dict[str, Counter[str]] = {}
         for record in sorted(records, key=lambda r: r.entry.rank):
             try:
                 schedule, _ = replay_trace(record.trace(workload), context.mod, context)
                 candidates.append(measure_candidate(schedule))
             except ValueError as error:
-                where = record.entry.target_id
-                log.warning("%s: pack record of %s skipped: %s", context.task_name, where, error)
+                skipped.setdefault(str(error), Counter())[record.entry.target_id] += 1
+        if skipped:
+            causes = "; ".join(
+                f"{cause} ({', '.join(f'{n} of {target}' for target, n in sorted(by_target.items()))})"
+                for cause, by_target in skipped.items()
+            )
+            count = sum(n for by_target in skipped.values() for n in by_target.values())
+            log.warning(
+                "%s: %d of the pack's %d records from other targets skipped: %s",
+                context.task_name,
+                count,
+                len(records),
+                causes,
+            )
         return candidates
 
 

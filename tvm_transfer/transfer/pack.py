@@ -267,7 +267,7 @@ def build_pack(
     ``base`` holds a network of ``exclude_networks``, when ``top_k`` exceeds the base's (its other tasks'
     records beyond its ``top_k`` are gone), or when there are neither work dirs nor ``base``.
     """
-    from tenset_tools.metaschedule import convert_databases, databases_under, read_sidecar
+    from tenset_tools.metaschedule import convert_databases, databases_under, sidecar_network
     from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
     from tvm_transfer.cost_model import load_cost_model, saved_model_class
     from tvm_transfer.cost_model.training import train_model
@@ -298,7 +298,7 @@ def build_pack(
     top_k = default_top_k if top_k is None else top_k
     sources = databases_under(list(work_dirs))  # a path without a database fails here, before any work
     excluded = {network_family(n) for n in exclude_networks}
-    left_out = [s for s in sources if network_family(read_sidecar(s)[0] or "") in excluded]
+    left_out = [s for s in sources if network_family(sidecar_network(s) or "") in excluded]
     sources = [s for s in sources if s not in left_out]
     if work_dirs and not sources:
         raise ValueError(f"every work dir under {', '.join(map(str, work_dirs))} is of an excluded network")

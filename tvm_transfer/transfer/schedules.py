@@ -50,12 +50,12 @@ from tenset_tools.features import target_id
 from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import (
     RECORD_FILE,
-    SIDECAR_FILE,
     WORKLOAD_FILE,
     databases_under,
     iter_database_records,
     mean_run_seconds,
     op_kind_of,
+    read_sidecar,
 )
 from tvm_transfer.common.errors import failure_line
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
@@ -415,7 +415,8 @@ class ScheduleDatabase:
         # A record joining a group made from another work dir is stored in the names of the group's module.
         renamings: dict[tuple[Path, int], dict[str, str]] = {}
         for work_dir in databases_under(list(work_dirs)):
-            network, names = _sidecar(work_dir)
+            sidecar = read_sidecar(work_dir)
+            network, names = (sidecar.network, sidecar.names) if sidecar is not None else (None, {})
             # Records are kept as their database lines: TVM's Python ``as_json`` cannot write every trace
             # (an index map of a layout rewrite), while the lines MetaSchedule wrote are exact.
             workload_lines = (work_dir / WORKLOAD_FILE).read_text(encoding="utf-8").splitlines()
@@ -527,15 +528,6 @@ class _Group:
         for seconds, record, entry in sorted(self.records, key=lambda item: item[0]):
             unique.setdefault(json.dumps(entry[0]), (seconds, record, entry))
         return list(unique.values())[:top_k]
-
-
-def _sidecar(work_dir: Path) -> tuple[str | None, dict[str, str]]:
-    """The network a work dir's sidecar names and ``{task id: task name}``."""
-    path = work_dir / SIDECAR_FILE
-    if not path.is_file():
-        return None, {}
-    content = json.loads(path.read_text())
-    return content.get("network"), {tid: t.get("name") for tid, t in content.get("tasks", {}).items()}
 
 
 def _log_distance(a: float, b: float) -> float:

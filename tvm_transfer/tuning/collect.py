@@ -34,8 +34,10 @@ from tenset_tools.features.context import feature_context
 from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import (
     RECORD_FILE,
+    Sidecar,
     convert_databases,
     find_databases,
+    read_sidecar,
     task_id_of_mod,
     write_sidecar,
 )
@@ -141,11 +143,10 @@ def run_job(
     target = job.target.target()
     tasks = extract_network_tasks(job.network, target)
     job.work_dir.mkdir(parents=True, exist_ok=True)
-    write_sidecar(
-        job.work_dir,
-        job.network,
-        {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks},
-    )
+    # Kept from the sidecar there: how the work dir's records were timed, which tune_network wrote.
+    before = read_sidecar(job.work_dir)
+    named = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks}
+    write_sidecar(job.work_dir, Sidecar(job.network, named, before and before.measure_caches))
     selected = tasks if all_tasks else [t for t in tasks if estimate_flops(t.dispatched[0]) > 0]
     with work_dir_lock(job.work_dir):
         result = tune_network(

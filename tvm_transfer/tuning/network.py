@@ -17,7 +17,15 @@ import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.metaschedule import SIDECAR_FILE, read_sidecar, task_id_of_mod, write_sidecar
+from tenset_tools.metaschedule import (
+    RECORD_FILE,
+    SIDECAR_FILE,
+    Sidecar,
+    read_sidecar,
+    sidecar_network,
+    task_id_of_mod,
+    write_sidecar,
+)
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.networks import (
     LoadedModel,
@@ -199,23 +207,28 @@ def tune_network(
     to back as MetaSchedule's runner times them (its weights stay cached); ``cold``, every run after the
     CPU caches are flushed of the candidate's arguments but its input
     (:func:`~tvm_transfer.runner.cold_evaluator_config`), as a layer of a network whose weights outgrow the
-    cache finds them; ``auto``, cold exactly for such a network (:func:`resolve_measure_caches`). Measure a
-    work dir one way only: records timed warm look faster than records timed cold. Raises ``ValueError``
-    for another value, or for ``cold`` with a runner in ``measure`` (that runner times as it was made),
-    and when ``work_dir`` was tuned with the model's convolutions in another layout
-    (:func:`check_work_dir_layout`)."""
+    cache finds them; ``auto``, cold exactly for such a network (:func:`resolve_measure_caches`). A work
+    dir is measured one way only: its sidecar records the way before its first measurement. Raises
+    ``ValueError`` for another value, for ``cold`` with a runner in ``measure`` (that runner times as it
+    was made), when ``work_dir`` was timed the other way (:func:`check_work_dir_caches`) and when it was
+    tuned with the model's convolutions in another layout (:func:`check_work_dir_layout`)."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
     if isinstance(model, str) and tasks is None:
         model = load_model(model)  # extraction imports it: once, for the cache check too
-    measure = _measurement(measure or Measurement(), measure_caches, model, target)
+    caches = resolve_measure_caches(measure_caches, model)
+    measure = _measurement(measure or Measurement(), caches, target)
     import_tensor_intrin_fast()
     name = with_conv_layout(model, conv_layout_of(model)) if isinstance(model, str) else model.name
     work_dir = Path(work_dir)
     check_work_dir_layout(work_dir, name)
+    check_work_dir_caches(work_dir, caches)
+    measured_before = _has_records(work_dir)
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
+    if not measured_before:
+        _record_measure_caches(work_dir, caches)
     if selection is not None:
         result = _tune_selected(
             name, extracted, work_dir, cost_model, target, options, selection, measure, strategy, set(applied)
@@ -307,11 +320,9 @@ def resolve_measure_caches(
     return "cold" if weights_outgrow_cache(relax_module(model), cache_bytes=cache_bytes) else "warm"
 
 
-def _measurement(
-    measure: Measurement, measure_caches: str, model: str | LoadedModel, target: tvm.target.Target
-) -> Measurement:
-    """``measure`` with a runner timing with cold caches when ``measure_caches`` resolves to ``cold``."""
-    if resolve_measure_caches(measure_caches, model) == "warm":
+def _measurement(measure: Measurement, caches: str, target: tvm.target.Target) -> Measurement:
+    """``measure`` with a runner timing with cold caches when ``caches`` is ``cold``."""
+    if caches == "warm":
         return measure
     if measure.runner is not None:
         raise ValueError(
@@ -324,12 +335,38 @@ def check_work_dir_layout(work_dir: str | Path, name: str) -> None:
     """Raise ``ValueError`` when ``work_dir`` was tuned for a network whose convolutions are in another
     layout than those of the model ``name`` names (:func:`~tvm_transfer.networks.conv_layout_of`): none
     of its convolutions' records would match that model's tasks."""
-    tuned, _ = read_sidecar(work_dir)
+    tuned = sidecar_network(work_dir)
     if tuned is not None and conv_layout_of(tuned) != conv_layout_of(name):
         raise ValueError(
             f"{work_dir} was tuned for {tuned!r}, convolutions {conv_layout_of(tuned)}: tune and compile "
             f"it with that layout (--conv-layout {conv_layout_of(tuned)}), or use another work dir"
         )
+
+
+def check_work_dir_caches(work_dir: str | Path, caches: str) -> None:
+    """Raise ``ValueError`` when ``work_dir``'s sidecar says its candidates were timed otherwise than
+    ``caches`` (``warm`` or ``cold``) says: records timed warm look faster than records timed cold, so the
+    two never share a work dir."""
+    sidecar = read_sidecar(work_dir)
+    if sidecar is not None and sidecar.measure_caches not in (None, caches):
+        raise ValueError(
+            f"{work_dir} was tuned with its candidates timed {sidecar.measure_caches}, and records timed "
+            f"{caches} would not compare with them: tune it with --measure-caches {sidecar.measure_caches}, "
+            "or use another work dir"
+        )
+
+
+def _has_records(work_dir: Path) -> bool:
+    path = work_dir / RECORD_FILE
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _record_measure_caches(work_dir: Path, caches: str) -> None:
+    """Write ``caches`` into the work dir's sidecar, which has none yet; called before its first
+    measurement only, so that what the sidecar says holds for every record."""
+    sidecar = read_sidecar(work_dir)
+    if sidecar is not None and sidecar.measure_caches is None:
+        write_sidecar(work_dir, dataclasses.replace(sidecar, measure_caches=caches))
 
 
 def apply_transfer_pack(
@@ -344,7 +381,7 @@ def apply_transfer_pack(
     if not (work_dir / SIDECAR_FILE).is_file():
         work_dir.mkdir(parents=True, exist_ok=True)
         tasks = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in extracted}
-        write_sidecar(work_dir, name, tasks)
+        write_sidecar(work_dir, Sidecar(name, tasks))
     if pack is None:
         return {}
     from tvm_transfer.transfer.apply import apply_pack, extracted_pairs
