@@ -56,6 +56,7 @@ __all__ = [
     "database_batches",
     "databases_under",
     "find_databases",
+    "has_records",
     "iter_database_records",
     "op_kind_of",
     "read_sidecar",
@@ -111,6 +112,12 @@ def databases_under(sources: Sequence[str | os.PathLike]) -> list[Path]:
 
 def _is_database(work_dir: Path) -> bool:
     return (work_dir / WORKLOAD_FILE).is_file() and (work_dir / RECORD_FILE).is_file()
+
+
+def has_records(work_dir: str | os.PathLike) -> bool:
+    """Whether ``work_dir`` holds at least one tuning record (a record file that is not empty)."""
+    path = Path(work_dir) / RECORD_FILE
+    return path.is_file() and path.stat().st_size > 0
 
 
 def task_id_of_mod(mod: tvm.IRModule) -> str:

@@ -213,14 +213,14 @@ def _note_nchw_work_dir(args: argparse.Namespace, model, work_dir: Path) -> None
     """Say so when the default layout picked NHWC for ``model`` (tuned in ``work_dir``) and the default
     work dir of the same model in NCHW holds records (tuned before the commands defaulted to NHWC): a run
     would otherwise start over unannounced."""
+    from tenset_tools.metaschedule import has_records
     from tvm_transfer.networks import AUTO_CONV_LAYOUT, conv_layout_of, model_slug, with_conv_layout
 
     picked = args.conv_layout == AUTO_CONV_LAYOUT and conv_layout_of(args.network) != "NHWC"
     if args.work_dir or not picked or model.conv_layout != "NHWC":
         return
     nchw = _default_work_dir(args, model_slug(with_conv_layout(model.name, "NCHW"), args.input_shape))
-    records = nchw / "database_tuning_record.json"
-    if records.is_file() and records.stat().st_size:
+    if has_records(nchw):
         print(
             f"note: {nchw} holds this model tuned with its convolutions NCHW; this run imports them NHWC "
             f"(the default, faster) into {work_dir}. Pass --conv-layout NCHW to use "

@@ -18,9 +18,9 @@ from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import (
-    RECORD_FILE,
     SIDECAR_FILE,
     Sidecar,
+    has_records,
     read_sidecar,
     sidecar_network,
     task_id_of_mod,
@@ -224,7 +224,7 @@ def tune_network(
     work_dir = Path(work_dir)
     check_work_dir_layout(work_dir, name)
     check_work_dir_caches(work_dir, caches)
-    measured_before = _has_records(work_dir)
+    measured_before = has_records(work_dir)
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
     if not measured_before:
@@ -354,11 +354,6 @@ def check_work_dir_caches(work_dir: str | Path, caches: str) -> None:
             f"{caches} would not compare with them: tune it with --measure-caches {sidecar.measure_caches}, "
             "or use another work dir"
         )
-
-
-def _has_records(work_dir: Path) -> bool:
-    path = work_dir / RECORD_FILE
-    return path.is_file() and path.stat().st_size > 0
 
 
 def _record_measure_caches(work_dir: Path, caches: str) -> None:
