@@ -22,7 +22,7 @@ from tvm.s_tir.schedule import ScheduleError
 from tenset_tools import command
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.command import UsageError
-from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, task_id_of_mod
+from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, read_sidecar, task_id_of_mod
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
 from tvm_transfer import transfer
 from tvm_transfer.cli import build_parser, main
@@ -218,12 +218,22 @@ def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_t
     assert [row[4] for row in again.tasks] == [row[4] for row in result.tasks]
 
 
-def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials(pack, target, tmp_path):
+def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials_and_its_first_tuning_says_the_timing(
+    pack, target, tmp_path, run_options
+):
     compiled = compile_network(
         "mlp", tmp_path / "fresh", target=target, runtimes=[], rounds=1, transfer_pack=pack
     )
     assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
     assert len(applied_tasks(tmp_path / "fresh")) == 3
+    # The pack's records are not the work dir's measurements: the first tuning run says how it is timed.
+    options = dataclasses.replace(run_options, trials=24)
+    tuned = tune_network(
+        "mlp", tmp_path / "fresh", target=target, options=options, transfer_pack=pack, measure_caches="cold"
+    )
+    assert tuned.new_trials > 0 and read_sidecar(tmp_path / "fresh").measure_caches == "cold"
+    with pytest.raises(ValueError, match="timed cold, and records timed warm would not compare"):
+        tune_network("mlp", tmp_path / "fresh", target=target, options=options, transfer_pack=pack)
 
 
 def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import (
+    RECORD_FILE,
     SIDECAR_FILE,
     Sidecar,
     has_records,
@@ -224,7 +225,7 @@ def tune_network(
     work_dir = Path(work_dir)
     check_work_dir_layout(work_dir, name)
     check_work_dir_caches(work_dir, caches)
-    measured_before = has_records(work_dir)
+    measured_before = _measured_here(work_dir)
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
     if not measured_before:
@@ -354,6 +355,18 @@ def check_work_dir_caches(work_dir: str | Path, caches: str) -> None:
             f"{caches} would not compare with them: tune it with --measure-caches {sidecar.measure_caches}, "
             "or use another work dir"
         )
+
+
+def _measured_here(work_dir: Path) -> bool:
+    """Whether ``work_dir`` holds a record measured in it: a record beyond the one per task a transfer pack
+    applied (timed where the pack was made, as every pack's records are: warm)."""
+    if not has_records(work_dir):
+        return False
+    from tvm_transfer.transfer.apply import applied_tasks
+
+    with open(work_dir / RECORD_FILE) as records:
+        held = sum(1 for line in records if line.strip())
+    return held > len(applied_tasks(work_dir))
 
 
 def _record_measure_caches(work_dir: Path, caches: str) -> None:
