@@ -33,7 +33,6 @@ from tenset_tools.features import KernelFeatureExtractor, pool_per_store
 from tenset_tools.features.context import feature_context
 from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import (
-    RECORD_FILE,
     Sidecar,
     convert_databases,
     find_databases,
@@ -46,7 +45,7 @@ from tvm_transfer.runner import evaluator_config, shared_builder, shared_local_r
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import Measurement, TuneOptions
-from tvm_transfer.tuning.workdir import work_dir_lock
+from tvm_transfer.tuning.workdir import count_records, work_dir_lock
 
 
 @dataclass(frozen=True)
@@ -94,11 +93,7 @@ class Job:
 
     def measured(self) -> int:
         """Records already in the work dir's database (corrupt lines included: this only plans work)."""
-        path = self.work_dir / RECORD_FILE
-        if not path.is_file():
-            return 0
-        with open(path, encoding="utf-8", errors="replace") as lines:
-            return sum(1 for line in lines if line.strip())
+        return count_records(self.work_dir)
 
 
 def plan(networks: Sequence[str], targets: Sequence[CpuTarget], budget: int, work_dir: Path) -> list[Job]:

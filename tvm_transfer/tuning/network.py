@@ -18,10 +18,8 @@ from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.metaschedule import (
-    RECORD_FILE,
     SIDECAR_FILE,
     Sidecar,
-    has_records,
     read_sidecar,
     sidecar_network,
     task_id_of_mod,
@@ -64,6 +62,7 @@ from tvm_transfer.tuning.task_selection import (
     plan_budget,
     task_work,
 )
+from tvm_transfer.tuning.workdir import count_records
 
 if TYPE_CHECKING:
     from tvm_transfer.transfer.apply import AppliedTask
@@ -360,13 +359,9 @@ def check_work_dir_caches(work_dir: str | Path, caches: str) -> None:
 def _measured_here(work_dir: Path) -> bool:
     """Whether ``work_dir`` holds a record measured in it: a record beyond the one per task a transfer pack
     applied (timed where the pack was made, as every pack's records are: warm)."""
-    if not has_records(work_dir):
-        return False
     from tvm_transfer.transfer.apply import applied_tasks
 
-    with open(work_dir / RECORD_FILE) as records:
-        held = sum(1 for line in records if line.strip())
-    return held > len(applied_tasks(work_dir))
+    return count_records(work_dir) > len(applied_tasks(work_dir))
 
 
 def _record_measure_caches(work_dir: Path, caches: str) -> None:
