@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from benchmarks.common import git_commit, machine_info, write_report
@@ -56,10 +57,29 @@ def _row(network: str, run: pd.DataFrame, pack: TransferPack, work_root: Path, t
         "source_records": len(run),
         "tasks": len(tasks),
         "applied": len(applied),
+        "same_schedules": _same_schedules(tuned, fresh, tasks),
         "tuned_ms": latency[TUNED]["ms"],
         "from_pack_ms": latency[FROM_PACK]["ms"],
         "from_pack_max_abs_error": latency[FROM_PACK]["max_abs_error"],
     }
+
+
+def _same_schedules(tuned: Path, from_pack: Path, tasks: list[ms.ExtractedTask]) -> int:
+    """How many of ``tasks`` run the same schedule from both work dirs: the pack applies the tuned run's best
+    record of a task unless another run of the target measured a faster one."""
+    best = [_best_trace(open_database(work_dir), extracted_pairs(tasks)) for work_dir in (tuned, from_pack)]
+    return sum(1 for key, trace in best[1].items() if best[0].get(key) == trace)
+
+
+def _best_trace(database: ms.database.Database, pairs: list[tuple[str, tvm.IRModule]]) -> dict[str, str]:
+    """Per task name, the trace of ``database``'s best record of that task, as text."""
+    best = {}
+    for name, mod in pairs:
+        if database.has_workload(mod):
+            top = database.get_top_k(database.commit_workload(mod), 1)
+            if top:
+                best[name] = str(top[0].trace)
+    return best
 
 
 def _rebuilt_run(run: pd.DataFrame, tasks: list[ms.ExtractedTask], target, work_dir: Path) -> Path:
@@ -102,14 +122,16 @@ def _markdown(report: dict) -> str:
         f"{report['rounds']} interleaved rounds); the tuned run is the work dir the pack was built from, "
         "rebuilt from the pack's corpus.",
         "",
-        "| network | tasks | from pack | tuned run (records) | tuned ms | pack, 0 trials ms | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| network | tasks | from pack | same schedule as the tuned run | tuned run (records) | tuned ms "
+        "| pack, 0 trials ms | ratio |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:
         tuned, packed = row["tuned_ms"], row["from_pack_ms"]
         ratio = f"{packed / tuned:.3f}" if tuned and packed else "failed"
         lines.append(
-            f"| {row['network']} | {row['tasks']} | {row['applied']} | {row['source_records']} | "
+            f"| {row['network']} | {row['tasks']} | {row['applied']} | {row['same_schedules']} | "
+            f"{row['source_records']} | "
             f"{tuned or float('nan'):.3f} | {packed or float('nan'):.3f} | {ratio} |"
         )
     return "\n".join(lines) + "\n"
