@@ -231,7 +231,8 @@ def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--networks",
         help="comma-separated models: built-in names, torchvision:NAME, .onnx files or "
-        "package.module:factory (default: every built-in network)",
+        "package.module:factory, each may end in @SHAPE, e.g. torchvision:resnet50@1,3,160,160 "
+        "(default: every built-in network)",
     )
     parser.add_argument(
         "--targets",
