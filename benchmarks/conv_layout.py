@@ -42,7 +42,14 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.corpus import WORK_DIR as CORPUS_WORK_DIR
-from tvm_transfer.networks import CONV_LAYOUTS, conv_layout_of, load_model, model_slug, with_conv_layout
+from tvm_transfer.networks import (
+    CONV_LAYOUTS,
+    conv_layout_of,
+    load_model,
+    model_slug,
+    split_model_names,
+    with_conv_layout,
+)
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer.pack import TransferPack
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": git_commit(short=True),
         "networks": {},
     }
-    for network in args.networks.split(","):
+    for network in split_model_names(args.networks):
         models = {layout: load_model(network, conv_layout=layout) for layout in CONV_LAYOUTS}
         databases = {}
         for layout, model in models.items():

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, write_report
-from tvm_transfer.networks import load_model, model_slug, relax_module
+from tvm_transfer.networks import load_model, model_slug, relax_module, split_model_names
 from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import time_interleaved, tvm_threads
 from tvm_transfer.target import host_target
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     for noisy in ("onnxscript", "onnx_ir", "tvm.s_tir.meta_schedule"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    networks = ["resnet_block"] if args.quick else args.networks.split(",")
+    networks = ["resnet_block"] if args.quick else split_model_names(args.networks)
     budget = 32 if args.quick else args.budget
     target = host_target()
     work_root = Path(args.work_root) / str(target.attrs.get("mcpu", "generic"))

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.common import git_commit, machine_info, network_axes, report_path, save_figure, write_report
-from tvm_transfer.networks import load_model, model_slug
+from tvm_transfer.networks import load_model, model_slug, split_model_names
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     for noisy in ("onnxscript", "onnx_ir", "tvm.s_tir.meta_schedule"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    networks = args.networks.split(",") if args.networks else list(QUICK_NETWORKS if args.quick else NETWORKS)
+    default = QUICK_NETWORKS if args.quick else NETWORKS
+    networks = split_model_names(args.networks) if args.networks else list(default)
     budgets = (
         [int(b) for b in args.budgets.split(",")]
         if args.budgets

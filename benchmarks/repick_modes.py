@@ -41,7 +41,14 @@ import numpy as np
 from benchmarks.common import StolenCpu, git_commit, report_path, target_context, write_report
 from benchmarks.corpus import DEV_LARGE_WEIGHTS, DEV_NETWORKS
 from benchmarks.transfer_common import time_work_dirs
-from tvm_transfer.networks import constant_bytes, conv_layout_of, load_model, model_slug, relax_module
+from tvm_transfer.networks import (
+    constant_bytes,
+    conv_layout_of,
+    load_model,
+    model_slug,
+    relax_module,
+    split_model_names,
+)
 from tvm_transfer.target import host_target, last_level_cache_bytes, target_id
 from tvm_transfer.tuning.repick import REPICK_MODES
 from tvm_transfer.tuning.rounds import read_rounds
@@ -215,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--networks",
-        type=lambda text: text.split(","),
+        type=split_model_names,
         default=list(NETWORKS),
         help=f"the development networks timed, comma-separated (default: {','.join(NETWORKS)})",
     )

@@ -1,27 +1,36 @@
 """An exact-match network compiles to its tuned latency with 0 trials: every network a transfer pack was
-built from, tuned on this machine's target, is compiled in a fresh work dir from the pack alone and timed
-against the run it was packed from, in the same interleaved rounds (fastest kept). A network packed from
-several runs on this target is timed against the one with the most records (the pack keeps the best
+built from, tuned on the target, is compiled in a fresh work dir from the pack alone and timed against the
+run it was packed from, in the same interleaved rounds (fastest kept). The tuned run is rebuilt from the
+pack's corpus, which holds every record of it, so the benchmark runs wherever the target does: on a
+portable target (``--target llvm/x86-64-v3/2``) on any CPU that has its instructions. A network packed
+from several runs on the target is timed against the one with the most records (the pack keeps the best
 records of all of them, so it can only be faster).
 
-    python -m benchmarks.transfer_exact                 # the shipped pack
-    python -m benchmarks.transfer_exact --pack PATH --networks torchvision:resnet18,torchvision:vit_b_16
+    python -m benchmarks.transfer_exact                 # the shipped pack, this machine's target
+    python -m benchmarks.transfer_exact --target llvm/x86-64-v3/2 --networks torchvision:resnet18@nhwc \
+        --report-name transfer_exact_x86-64-v3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
 import warnings
 from pathlib import Path
 
+import pandas as pd
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
 from benchmarks.common import git_commit, machine_info, write_report
 from benchmarks.transfer_common import time_work_dirs
-from tenset_tools.metaschedule import sidecar_network
-from tvm_transfer.networks import load_model, model_slug
-from tvm_transfer.target import host_target, target_id
+from tenset_tools.metaschedule import task_id_of_mod
+from tvm_transfer.networks import load_model, model_slug, split_model_names
+from tvm_transfer.target import host_target, target_id, target_of_id
 from tvm_transfer.transfer import DEFAULT_PACK
+from tvm_transfer.transfer.apply import extracted_pairs
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
 from tvm_transfer.tuning.session import open_database
@@ -29,45 +38,79 @@ from tvm_transfer.tuning.session import open_database
 TUNED, FROM_PACK = "tuned run", "pack, 0 trials"
 
 
-def _row(
-    network: str, run: tuple[Path, int], pack: TransferPack, work_root: Path, target, rounds: int
-) -> dict:
-    """Apply ``pack`` to ``network`` in a fresh work dir and time it against ``run`` (its tuned work dir and
-    that dir's record count on ``target``)."""
-    source, source_records = run
-    fresh = work_root / model_slug(network)
-    shutil.rmtree(fresh, ignore_errors=True)
+def _row(network: str, run: pd.DataFrame, pack: TransferPack, work_root: Path, target, rounds: int) -> dict:
+    """Apply ``pack`` to ``network`` in a fresh work dir and time it against ``run`` (the corpus rows of
+    its tuned run on ``target``), rebuilt in another."""
+    slug = model_slug(network)
     tasks = extract_network_tasks(load_model(network), target)
+    tuned = _rebuilt_run(run, tasks, target, work_root / "tuned" / slug)
+    fresh = work_root / "from-pack" / slug
+    shutil.rmtree(fresh, ignore_errors=True)
     applied = apply_transfer_pack(pack, network, tasks, fresh, target)
     # As packed, not re-picked: the pack holds each task's best record as its run measured it.
     latency = time_work_dirs(
-        network, {TUNED: source, FROM_PACK: fresh}, target, rounds, references=False, repick_mode="none"
+        network, {TUNED: tuned, FROM_PACK: fresh}, target, rounds, references=False, repick_mode="none"
     )
     return {
         "network": network,
-        "source": str(source),
-        "source_records": source_records,
+        "source": run["source"].iloc[0],
+        "source_records": len(run),
         "tasks": len(tasks),
         "applied": len(applied),
+        "same_schedules": _same_schedules(tuned, fresh, tasks),
         "tuned_ms": latency[TUNED]["ms"],
         "from_pack_ms": latency[FROM_PACK]["ms"],
         "from_pack_max_abs_error": latency[FROM_PACK]["max_abs_error"],
     }
 
 
-def _tuned_runs(pack: TransferPack, target: str) -> dict[str, tuple[Path, int]]:
-    """Per network of the pack's sources, its source work dir with the most records on ``target``, and
-    that count."""
-    best: dict[str, tuple[int, Path]] = {}
-    for source in map(Path, pack.manifest["sources"]):
-        network = sidecar_network(source) if source.is_dir() else None
-        if network is None:
-            continue
-        records = open_database(source).get_all_tuning_records()
-        count = sum(1 for r in records if target_id(r.target) == target)
-        if count and count > best.get(network, (0, source))[0]:
-            best[network] = (count, source)
-    return {network: (source, count) for network, (count, source) in sorted(best.items())}
+def _same_schedules(tuned: Path, from_pack: Path, tasks: list[ms.ExtractedTask]) -> int:
+    """How many of ``tasks`` run the same schedule from both work dirs: the pack applies the tuned run's best
+    record of a task unless another run of the target measured a faster one."""
+    best = [_best_trace(open_database(work_dir), extracted_pairs(tasks)) for work_dir in (tuned, from_pack)]
+    return sum(1 for key, trace in best[1].items() if best[0].get(key) == trace)
+
+
+def _best_trace(database: ms.database.Database, pairs: list[tuple[str, tvm.IRModule]]) -> dict[str, str]:
+    """Per task name, the trace of ``database``'s best record of that task, as text."""
+    best = {}
+    for name, mod in pairs:
+        if database.has_workload(mod):
+            top = database.get_top_k(database.commit_workload(mod), 1)
+            if top:
+                best[name] = str(top[0].trace)
+    return best
+
+
+def _rebuilt_run(run: pd.DataFrame, tasks: list[ms.ExtractedTask], target, work_dir: Path) -> Path:
+    """``run``'s measured records written to a fresh MetaSchedule database in ``work_dir``, each under the
+    workload of its task among ``tasks``. Raises ``SystemExit`` when a record's task is not among them."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    database = open_database(work_dir)
+    workloads = {task_id_of_mod(mod): mod for _, mod in extracted_pairs(tasks)}
+    missing = sorted(set(run["task_id"]) - set(workloads))
+    if missing:
+        raise SystemExit(f"{run['source'].iloc[0]}: tasks {missing} are not the network's tasks here")
+    for row in run.itertuples():
+        workload = database.commit_workload(workloads[row.task_id])
+        args_info = [["TENSOR", dtype, shape] for dtype, shape in json.loads(row.workload_key)[1:]]
+        entry = [json.loads(row.candidate), list(row.latencies), target.export(), args_info]
+        database.commit_tuning_record(ms.database.TuningRecord.from_json(entry, workload))
+    return work_dir
+
+
+def _tuned_runs(pack: TransferPack, tid: str) -> dict[str, pd.DataFrame]:
+    """Per network of the pack's corpus, the measured records of its run with the most records on target
+    ``tid`` (one source work dir)."""
+    corpus = pack.corpus(
+        ["network", "target_id", "source", "task_id", "workload_key", "candidate", "latencies", "valid"]
+    )
+    corpus = corpus[(corpus["target_id"] == tid) & corpus["network"].notna()]
+    runs = {}
+    for network, rows in corpus.groupby("network"):
+        source = rows["source"].value_counts().index[0]
+        runs[network] = rows[(rows["source"] == source) & rows["valid"]]
+    return dict(sorted(runs.items()))
 
 
 def _markdown(report: dict) -> str:
@@ -76,16 +119,19 @@ def _markdown(report: dict) -> str:
         "",
         f"Machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; target "
         f"`{report['target_id']}`; pack `{report['pack']}`. Latency of the compiled network (ms, fastest of "
-        f"{report['rounds']} interleaved rounds); the tuned run is the work dir the pack was built from.",
+        f"{report['rounds']} interleaved rounds); the tuned run is the work dir the pack was built from, "
+        "rebuilt from the pack's corpus.",
         "",
-        "| network | tasks | from pack | tuned run (records) | tuned ms | pack, 0 trials ms | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| network | tasks | from pack | same schedule as the tuned run | tuned run (records) | tuned ms "
+        "| pack, 0 trials ms | ratio |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:
         tuned, packed = row["tuned_ms"], row["from_pack_ms"]
         ratio = f"{packed / tuned:.3f}" if tuned and packed else "failed"
         lines.append(
-            f"| {row['network']} | {row['tasks']} | {row['applied']} | {row['source_records']} | "
+            f"| {row['network']} | {row['tasks']} | {row['applied']} | {row['same_schedules']} | "
+            f"{row['source_records']} | "
             f"{tuned or float('nan'):.3f} | {packed or float('nan'):.3f} | {ratio} |"
         )
     return "\n".join(lines) + "\n"
@@ -103,16 +149,23 @@ def main(argv: list[str] | None = None) -> int:
         "--work-root", default="work/bench_transfer/exact", help="root of the fresh work dirs"
     )
     parser.add_argument("--networks", help="comma-separated networks of the pack (default: all)")
+    parser.add_argument(
+        "--target",
+        help="target id of the pack to compile for, e.g. llvm/x86-64-v3/2 (default: this machine's)",
+    )
+    parser.add_argument(
+        "--report-name", default="transfer_exact", help="the report's name under results/transfer"
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     pack = TransferPack.open(args.pack)
-    target = host_target()
+    target = target_of_id(args.target) if args.target else host_target()
     if target_id(target) not in pack.targets:
-        raise SystemExit(f"{pack.path} holds no records of this machine's target {target_id(target)}")
+        raise SystemExit(f"{pack.path} holds no records of target {target_id(target)}")
     rows = []
     runs = _tuned_runs(pack, target_id(target))
-    wanted = args.networks.split(",") if args.networks else list(runs)
+    wanted = split_model_names(args.networks) if args.networks else list(runs)
     unknown = [n for n in wanted if n not in runs]
     if unknown:
         raise SystemExit(f"{pack.path} holds no run of {', '.join(unknown)} on {target_id(target)}")
@@ -128,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": git_commit(short=True),
         "rows": rows,
     }
-    write_report("transfer", "transfer_exact", report, _markdown(report))
+    write_report("transfer", args.report_name, report, _markdown(report))
     return 0
 
 

@@ -127,7 +127,7 @@ from benchmarks.transfer_common import (
     time_work_dirs,
 )
 from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
-from tvm_transfer.networks import load_model, model_slug
+from tvm_transfer.networks import load_model, model_slug, split_model_names
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
@@ -1023,7 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     study, quick = STUDIES[args.study or "held-out"], args.study == "quick"
-    networks = tuple(args.networks.split(",")) if args.networks else study.networks
+    networks = tuple(split_model_names(args.networks)) if args.networks else study.networks
     budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else study.budgets
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else study.seeds
     target = host_target()

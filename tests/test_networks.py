@@ -30,6 +30,7 @@ from tvm_transfer.networks import (
     model_slug,
     network_family,
     relax_module,
+    split_model_names,
     with_conv_layout,
 )
 from tvm_transfer.networks.torchvision_models import classification_models
@@ -306,6 +307,16 @@ def test_model_slug_is_a_file_name():
     assert model_slug("pkg.models:make_net") == "pkg.models-make_net"
     assert model_slug("/data/models/bert.onnx", (1, 64)) == "bert-1x64"
     assert model_slug("torchvision:resnet50@1,3,160,160") == "torchvision-resnet50-1x3x160x160"
+
+
+def test_a_list_of_model_names_keeps_each_input_shape_whole():
+    names = "torchvision:resnet50@1,3,160,160@nhwc,bert_base,resnet_block@1,64,28,28,./m.onnx@1x64"
+    assert split_model_names(names) == [
+        "torchvision:resnet50@1,3,160,160@nhwc",
+        "bert_base",
+        "resnet_block@1,64,28,28",
+        "./m.onnx@1x64",
+    ]
 
 
 def test_a_name_ending_in_a_shape_loads_that_shape_and_keeps_its_name(target):

@@ -181,12 +181,12 @@ EVAL = Command(
 
 
 def _run_collect(args: argparse.Namespace) -> int:
-    from tvm_transfer.networks import NETWORKS, ModelSourceError, load_model
+    from tvm_transfer.networks import NETWORKS, ModelSourceError, load_model, split_model_names
     from tvm_transfer.tuning.collect import collect, default_targets, parse_targets
     from tvm_transfer.tuning.session import TuneOptions
 
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
-    networks = args.networks.split(",") if args.networks else list(NETWORKS)
+    networks = split_model_names(args.networks) if args.networks else list(NETWORKS)
     try:  # spelt as the models name themselves (``x@nchw`` is ``x``), so one network has one name
         networks = [load_model(network).name for network in networks]
     except ModelSourceError as error:
@@ -231,7 +231,8 @@ def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--networks",
         help="comma-separated models: built-in names, torchvision:NAME, .onnx files or "
-        "package.module:factory (default: every built-in network)",
+        "package.module:factory, each may end in @SHAPE, e.g. torchvision:resnet50@1,3,160,160 "
+        "(default: every built-in network)",
     )
     parser.add_argument(
         "--targets",

@@ -25,6 +25,7 @@ from tvm_transfer.networks.sources import (
     model_slug,
     network_family,
     parse_input_shape,
+    split_model_names,
     with_conv_layout,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "parse_input_shape",
     "prepack_passes",
     "relax_module",
+    "split_model_names",
     "weights_outgrow_cache",
     "with_conv_layout",
 ]

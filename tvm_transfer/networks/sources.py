@@ -171,6 +171,13 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
+def split_model_names(text: str) -> list[str]:
+    """Model names from a comma-separated list, each name's input shape kept whole: a comma followed by a
+    digit belongs to a shape (``torchvision:resnet50@1,3,160,160@nhwc,bert_base`` is two names), so a name
+    of the list may not begin with a digit (write a file ``./1.onnx``)."""
+    return [name for name in re.split(r",(?![0-9])", text) if name]
+
+
 def _split_layout(name: str) -> tuple[str, str | None]:
     """``name`` without an ``@nhwc`` or ``@nchw`` suffix (any case), and that layout (``None`` if none)."""
     base, at, suffix = name.rpartition("@")
