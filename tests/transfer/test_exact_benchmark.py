@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.transfer_exact import _rebuilt_run, _same_schedules, _tuned_runs
+from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.target import target_id
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.session import open_database
@@ -17,7 +18,7 @@ def _best_seconds(work_dir, tasks) -> list[float]:
     for task in tasks:
         mod = task.dispatched[0]
         top = database.get_top_k(database.commit_workload(mod), 1) if database.has_workload(mod) else []
-        best.append(sum(float(s) for s in top[0].run_secs) / len(top[0].run_secs) if top else float("nan"))
+        best.append(mean_run_seconds(top[0].run_secs) if top else float("nan"))
     return best
 
 
