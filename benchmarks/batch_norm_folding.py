@@ -45,7 +45,7 @@ from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.retime import retime
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.session import open_database, top_records
 from tvm_transfer.tuning.task_selection import task_work
 
 NAME = "batch_norm_folding_dev"
@@ -134,7 +134,7 @@ def _measure_pairs(
     mods, pairs_of = {}, {}
     for index, folded in matched:
         task = tasks[index]
-        records = list(database.get_top_k(database.commit_workload(task.dispatched[0]), top))
+        records = top_records(database, task.dispatched[0], top)
         pairs_of[index] = _pairs(task, folded, records, target)
         for rank, pair in enumerate(pairs_of[index]):
             for build, sch in zip(BUILDS, pair, strict=True):

@@ -33,7 +33,7 @@ from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.apply import extracted_pairs
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.session import open_database, top_records
 
 TUNED, FROM_PACK = "tuned run", "pack, 0 trials"
 
@@ -72,13 +72,12 @@ def _same_schedules(tuned: Path, from_pack: Path, tasks: list[ms.ExtractedTask])
 
 
 def _best_trace(database: ms.database.Database, pairs: list[tuple[str, tvm.IRModule]]) -> dict[str, str]:
-    """Per task name, the trace of ``database``'s best record of that task, as text."""
+    """Per task name, the trace of ``database``'s best measured record of that task, as text."""
     best = {}
     for name, mod in pairs:
-        if database.has_workload(mod):
-            top = database.get_top_k(database.commit_workload(mod), 1)
-            if top:
-                best[name] = str(top[0].trace)
+        top = top_records(database, mod, 1)
+        if top:
+            best[name] = str(top[0].trace)
     return best
 
 

@@ -31,7 +31,7 @@ from tvm_transfer.search_strategy.unmeasured import (
 )
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.operator import tune_workload
-from tvm_transfer.tuning.session import Measurement, open_database, records_of
+from tvm_transfer.tuning.session import Measurement, open_database, records_of, top_records
 from tvm_transfer.tuning.workdir import (
     LOCK_FILE,
     WorkDirBusyError,
@@ -124,6 +124,21 @@ def test_resume_after_a_torn_tail_keeps_every_complete_record(tuned_dir, tmp_pat
     assert side.read_bytes() == records[last:cut]
     assert (work_dir / RECORD_FILE).read_bytes().startswith(records[:last])
     assert len(messages) == 1 and side.name in messages[0]
+
+
+def test_top_records_are_the_fastest_measured_ones_and_add_no_workload(tuned_dir, target, matmul):
+    measured = records_of(open_database(tuned_dir), matmul.ir_module())
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul.ir_module())
+    for record, seconds in zip(measured, (3e-3, 1e10, 1e-3, 2e-3), strict=False):
+        database.commit_tuning_record(
+            ms.database.TuningRecord(record.trace, workload, [seconds], target, record.args_info)
+        )
+    assert [r.run_secs[0].value for r in top_records(database, matmul.ir_module(), 4)] == [1e-3, 2e-3, 3e-3]
+    assert len(top_records(database, matmul.ir_module(), 2)) == 2
+
+    other = make_workload("matmul", (32, 32, 32)).ir_module()
+    assert top_records(database, other, 3) == [] and not database.has_workload(other)
 
 
 def test_a_corrupt_middle_line_is_a_named_error(tmp_path):

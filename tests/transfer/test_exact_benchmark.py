@@ -9,15 +9,14 @@ from benchmarks.transfer_exact import _rebuilt_run, _same_schedules, _tuned_runs
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.target import target_id
 from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.session import open_database, top_records
 
 
 def _best_seconds(work_dir, tasks) -> list[float]:
     database = open_database(work_dir)
     best = []
     for task in tasks:
-        mod = task.dispatched[0]
-        top = database.get_top_k(database.commit_workload(mod), 1) if database.has_workload(mod) else []
+        top = top_records(database, task.dispatched[0], 1)
         best.append(mean_run_seconds(top[0].run_secs) if top else float("nan"))
     return best
 

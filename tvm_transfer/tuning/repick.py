@@ -45,6 +45,7 @@ from tvm_transfer.runtimes import tvm_threads
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network_profile import function_times, task_functions
 from tvm_transfer.tuning.retime import retime
+from tvm_transfer.tuning.session import top_records
 
 __all__ = [
     "DEFAULT_REPICK",
@@ -286,8 +287,7 @@ def _heaviest(
     work = []
     for task in tasks:
         mod = task.dispatched[0]
-        top = database.get_top_k(database.commit_workload(mod), top_k)
-        top = [record for record in top if math.isfinite(mean_run_seconds(record.run_secs))]
+        top = top_records(database, mod, top_k)
         if top:
             work.append((task.weight * mean_run_seconds(top[0].run_secs), (task.task_name, mod, top)))
     work.sort(key=lambda item: -item[0])

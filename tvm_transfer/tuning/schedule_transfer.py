@@ -32,11 +32,11 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.flops import estimate_flops
-from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import measuring_workers, runner_seconds
 from tvm_transfer.search_strategy.base import program_key
 from tvm_transfer.search_strategy.replay import replay_trace
+from tvm_transfer.tuning.session import top_records
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,7 @@ def transfer_schedules(
     sources = []
     for task in tuned:
         mod = task.dispatched[0]
-        top = list(database.get_top_k(database.commit_workload(mod), candidates))
-        top = [r for r in top if np.isfinite(mean_run_seconds(r.run_secs))]
+        top = top_records(database, mod, candidates)
         if top:
             sources.append(_Source(task, block_signature(mod), estimate_flops(mod), top))
     builder, runner = measuring_workers(target, builder=builder, runner=runner)

@@ -109,6 +109,15 @@ def records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.dat
     return [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
 
 
+def top_records(database: ms.database.Database, mod: tvm.IRModule, k: int) -> list[ms.database.TuningRecord]:
+    """The ``k`` fastest records of ``mod``'s workload in ``database``, fastest first, without those whose
+    runs failed; ``[]`` when the database has no such workload (which is then not added to it)."""
+    if not database.has_workload(mod):
+        return []
+    top = database.get_top_k(database.commit_workload(mod), k)
+    return [record for record in top if np.isfinite(mean_run_seconds(record.run_secs))]
+
+
 def best_seconds(records: Sequence[ms.database.TuningRecord]) -> float:
     """The lowest mean latency among ``records``, in seconds (``inf`` when none succeeded)."""
     return min((mean_run_seconds(r.run_secs) for r in records), default=float("inf"))
