@@ -295,8 +295,8 @@ def test_runs_with_and_without_a_pack_default_to_different_work_dirs(pack):
 
     with_pack = ["--transfer-pack", str(pack.path)]
     assert work_dir(*with_pack) == "mlp-transfer" and work_dir("--no-transfer") == "mlp-tvm-xgb"
-    assert work_dir(*with_pack, "--cost-model", "mlp") == "mlp-mlp-transfer"
-    assert work_dir("--no-transfer", "--cost-model", "mlp") == "mlp-mlp"
+    assert work_dir(*with_pack, "--cost-model", "lightgbm") == "mlp-lightgbm-transfer"
+    assert work_dir("--no-transfer", "--cost-model", "lightgbm") == "mlp-lightgbm"
 
 
 def _context(mod, target) -> ms.TuneContext:
@@ -409,6 +409,7 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     twice = ["--model", "xgboost", "--model", str(tmp_path / "mine" / "xgboost.model")]
     assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "x"), *twice]) == 2
     assert "more than one model named xgboost" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack, monkeypatch, tmp_path):
