@@ -54,6 +54,7 @@ __all__ = [
     "Sidecar",
     "convert_databases",
     "database_batches",
+    "database_target_ids",
     "databases_under",
     "find_databases",
     "has_records",
@@ -82,6 +83,23 @@ def mean_run_seconds(run_secs) -> float:
     if seconds and all(math.isfinite(s) and 0.0 < s < FAILED_RUN_SECONDS for s in seconds):
         return sum(seconds) / len(seconds)
     return math.inf
+
+
+def database_target_ids(work_dir: str | os.PathLike) -> set[str]:
+    """The target ids (:func:`~tenset_tools.features.target_id`) of the records in ``work_dir``, read from
+    its record file as it stands, without loading the database or taking its lock; a line that does not
+    parse (one being written) is left out."""
+    path = Path(work_dir) / RECORD_FILE
+    if not path.is_file():
+        return set()
+    targets = set()
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                targets.add(json.dumps(json.loads(line)[1][2], sort_keys=True))
+            except (ValueError, IndexError, KeyError, TypeError):
+                continue
+    return {target_id(tvm.target.Target(json.loads(target))) for target in targets}
 
 
 def find_databases(path: str | os.PathLike) -> list[Path]:

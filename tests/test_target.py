@@ -94,3 +94,11 @@ def test_this_machine_reports_a_last_level_cache_of_megabytes():
     if not CPU_CACHES.is_dir():
         pytest.skip("this OS does not describe its caches in /sys")
     assert 1 << 20 <= last_level_cache_bytes() <= 1 << 30
+
+
+def test_a_cpu_target_given_as_json_without_cores_gets_the_hosts():
+    from tvm_transfer.cli import build_parser, resolve_target
+
+    spec = '{"kind": "llvm", "mcpu": "x86-64-v3"}'
+    target = resolve_target(build_parser().parse_args(["tune", "matmul", "--target", spec]))
+    assert target_id(target) == f"llvm/x86-64-v3/{host_core_count()}"

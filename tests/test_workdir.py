@@ -22,13 +22,14 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from tenset_tools.command import Interrupted
-from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, mean_run_seconds
+from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, database_target_ids, mean_run_seconds
 from tvm_transfer.cli import main
 from tvm_transfer.search_strategy.unmeasured import (
     SkipMeasured,
     measured_program_keys,
     record_program_key,
 )
+from tvm_transfer.target import target_id
 from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.operator import tune_workload
 from tvm_transfer.tuning.session import Measurement, open_database, records_of, top_records
@@ -113,6 +114,8 @@ def test_resume_after_a_torn_tail_keeps_every_complete_record(tuned_dir, tmp_pat
     last = records.rstrip(b"\n").rfind(b"\n") + 1
     cut = last + (len(records) - last) // 2
     (work_dir / RECORD_FILE).write_bytes(records[:cut])
+    # What target the records are for reads without the database, the torn line left out.
+    assert database_target_ids(work_dir) == {target_id(target)}
     with pytest.raises(Exception, match="parallel_for_dynamic"):  # what TVM alone does with it
         ms.database.JSONDatabase(work_dir=str(work_dir))
 

@@ -24,7 +24,7 @@ from tenset_tools.ansor.records import LoadStats
 from tenset_tools.command import UsageError
 from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, read_sidecar, task_id_of_mod
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
-from tvm_transfer import transfer
+from tvm_transfer import cli, transfer
 from tvm_transfer.cli import build_parser, main
 from tvm_transfer.cli.pack import PACK
 from tvm_transfer.cli.transfer import resolve_transfer_pack
@@ -54,6 +54,7 @@ from tvm_transfer.transfer.schedules import PACKED_WORKLOADS
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.task_selection import TaskSelection
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,12 @@ def test_a_pack_of_another_format_version_is_refused(pack, tmp_path):
     manifest = json.loads((copy / MANIFEST_FILE).read_text())
     manifest["format_version"] = FORMAT_VERSION + 1
     (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
-    with pytest.raises(TransferPackError, match=rf"format version {FORMAT_VERSION + 1}.*tenset-tools pack"):
+    newer = rf"format version {FORMAT_VERSION + 1}.*; upgrade tvm-transfer to read it, or .*tenset-tools pack"
+    with pytest.raises(TransferPackError, match=newer):
+        TransferPack.open(copy)
+    manifest["format_version"] = 1
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(TransferPackError, match=r"format version 1, .*; rebuild it with `tenset-tools pack"):
         TransferPack.open(copy)
 
 
@@ -183,6 +189,16 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
     # Applying again adds nothing: one record per task.
     again = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
     assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
+    # A run tuning a selection of the tasks counts the pack's records as no trials either.
+    selected = tune_network(
+        "mlp",
+        tmp_path / "selected",
+        target=target,
+        options=run_options,
+        transfer_pack=pack,
+        selection=TaskSelection(flops_share=1.0),
+    )
+    assert selected.status == ["from-pack"] * 3 and [row[4] for row in selected.tasks] == [0, 0, 0]
 
 
 def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_the_pack_measured(
@@ -252,6 +268,35 @@ def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, t
     assert not (work_dir / APPLIED_FILE).exists()
     records = work_dir / RECORD_FILE
     assert not records.exists() or records.read_text() == ""
+
+
+def test_a_work_dir_tuned_for_one_target_is_refused_for_another_before_anything_runs(
+    tuned_mlp, target, run_options, tmp_path, capsys
+):
+    work_dir = tmp_path / "mlp"
+    shutil.copytree(tuned_mlp[0], work_dir)
+    before = (work_dir / RECORD_FILE).read_bytes()
+    other = _other_target(target)
+    refused = f"holds records measured for {target_id(target)}, which a run for {target_id(other)} would"
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        tune_network("mlp", work_dir, target=other, options=run_options)
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        compile_network("mlp", work_dir, target=other, runtimes=[], rounds=1)
+    cores = str(other.attrs["num-cores"])
+    assert main(["compile", "mlp", "--work-dir", str(work_dir), "--num-cores", cores, "--no-transfer"]) == 2
+    assert refused in capsys.readouterr().err
+    assert (work_dir / RECORD_FILE).read_bytes() == before
+
+
+def test_runs_with_and_without_a_pack_default_to_different_work_dirs(pack):
+    def work_dir(*flags: str) -> str:
+        args = build_parser().parse_args(["tune-network", "mlp", *flags])
+        return cli._default_work_dir(args, "mlp").name
+
+    with_pack = ["--transfer-pack", str(pack.path)]
+    assert work_dir(*with_pack) == "mlp-transfer" and work_dir("--no-transfer") == "mlp-tvm-xgb"
+    assert work_dir(*with_pack, "--cost-model", "lightgbm") == "mlp-lightgbm-transfer"
+    assert work_dir("--no-transfer", "--cost-model", "lightgbm") == "mlp-lightgbm"
 
 
 def _context(mod, target) -> ms.TuneContext:
@@ -356,6 +401,15 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     assert "is not a transfer pack; choose another -o" in capsys.readouterr().err
     assert command.run(parser, ["pack", "-o", str(tmp_path / "nothing.pack")]) == 2  # nothing to pack
     assert "give WORK_DIR... to pack, or --extend BASE_PACK" in capsys.readouterr().err
+    # Models that cannot go into a pack are refused before anything is packed.
+    assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "x"), "--model", "tvm-xgb"]) == 2
+    assert "neither a cost model that trains on a dataset" in capsys.readouterr().err
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "xgboost.model").touch()
+    twice = ["--model", "xgboost", "--model", str(tmp_path / "mine" / "xgboost.model")]
+    assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "x"), *twice]) == 2
+    assert "more than one model named xgboost" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack, monkeypatch, tmp_path):
@@ -410,6 +464,9 @@ def test_the_operator_command_applies_a_packed_operator_then_tunes_on_given_more
     assert tuned_on["from_pack"] == str(packed.path)
     assert tuned_on["best_seconds"] <= applied["best_seconds"]
     assert "tuned on from the record of transfer pack" in capsys.readouterr().out
+    # Tuning on in that work dir without the pack would start from the pack's record: not TVM alone.
+    assert main([*flags, "--trials", "12", "--no-transfer", "--work-dir", str(tmp_path / "w")]) == 2
+    assert "holds 1 schedule(s) applied from a transfer pack" in capsys.readouterr().err
 
 
 def test_networks_held_out_are_left_out_of_a_pack_and_listed(tuned_mlp, tmp_path):

@@ -37,10 +37,12 @@ DEMO_KIND, DEMO_TRIALS = "conv2d", 64
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
-    """The TVM target of the target options: ``--target`` JSON, else the host with ``--mcpu`` and
-    ``--num-cores``; raises :class:`~tenset_tools.command.UsageError` naming the option for a value TVM
-    or LLVM would not use as given (an unknown CPU would silently compile generic code)."""
-    from tvm_transfer.target import UnknownCpuError, as_target, check_mcpu, host_target
+    """The TVM target of the target options: ``--target`` JSON (a CPU target without ``num-cores`` gets
+    the host's, as ``--mcpu`` does: a pack's schedules and a work dir's records are kept per core count),
+    else the host with ``--mcpu`` and ``--num-cores``; raises :class:`~tenset_tools.command.UsageError`
+    naming the option for a value TVM or LLVM would not use as given (an unknown CPU would silently
+    compile generic code)."""
+    from tvm_transfer.target import UnknownCpuError, as_target, check_mcpu, host_core_count, host_target
 
     if not args.target:
         try:
@@ -57,6 +59,8 @@ def resolve_target(args: argparse.Namespace) -> Target:
         raise UsageError(
             f'--target {args.target!r}: expected a JSON object with a "kind", e.g. {_TARGET_EXAMPLE}'
         )
+    if spec["kind"] == "llvm":
+        spec.setdefault("num-cores", host_core_count())
     if spec["kind"] == "llvm" and "mcpu" in spec:
         try:
             check_mcpu(str(spec["mcpu"]), spec.get("mtriple"))
@@ -114,8 +118,7 @@ def _search_strategy(args: argparse.Namespace, options, exclude=None):
 
 
 def _work_dir(args: argparse.Namespace, name: str) -> Path:
-    """``--work-dir``, else ``work/<name>-<label>``, the label being the model file's stem, the
-    ``--cost-model``, ``transfer`` with a transfer pack, else TVM's model; raises
+    """``--work-dir``, else ``work/<name>-<label>`` (:func:`_default_work_dir`); raises
     :class:`~tenset_tools.command.UsageError` when it is a file or cannot be created or written."""
     from tvm_transfer.tuning.workdir import check_work_dir
 
@@ -125,14 +128,34 @@ def _work_dir(args: argparse.Namespace, name: str) -> Path:
 
 
 def _default_work_dir(args: argparse.Namespace, name: str) -> Path:
-    """``work/<name>-<label>`` of :func:`_work_dir` (not created)."""
+    """``work/<name>-<label>`` of :func:`_work_dir` (not created): with a transfer pack ``transfer``, or the
+    model file's stem or ``--cost-model`` then ``-transfer``; without one the model file's stem, else the
+    ``--cost-model``, else TVM's model. A run with a pack and one without never share a work dir."""
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.transfer.policy import NO_TRANSFER_COST_MODEL
 
     model_file = getattr(args, "model_file", None)
-    default = "transfer" if resolve_transfer_pack(args) is not None else NO_TRANSFER_COST_MODEL
-    label = Path(model_file).stem if model_file else args.cost_model or default
+    model = Path(model_file).stem if model_file else args.cost_model
+    if resolve_transfer_pack(args) is not None:
+        label = f"{model}-transfer" if model else "transfer"
+    else:
+        label = model or NO_TRANSFER_COST_MODEL
     return Path("work") / f"{name}-{label}"
+
+
+def _check_tuning_without_pack(args: argparse.Namespace, work_dir: Path) -> None:
+    """Raise :class:`~tenset_tools.command.UsageError` when a run without a transfer pack
+    (``--no-transfer``) would tune in ``work_dir`` and it holds schedules a pack applied: the search would
+    start from them, which is not TVM alone."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.transfer.apply import applied_tasks
+
+    applied = applied_tasks(work_dir)
+    if applied and resolve_transfer_pack(args) is None:
+        raise UsageError(
+            f"{work_dir} holds {len(applied)} schedule(s) applied from a transfer pack, so tuning on in it "
+            "would not be TVM alone: tune it with a transfer pack, or use another work dir"
+        )
 
 
 def _report(args: argparse.Namespace, result) -> int:
@@ -150,12 +173,17 @@ def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.transfer.policy import DEFAULT_POLICY
     from tvm_transfer.tuning.operator import tune_workload
-    from tvm_transfer.tuning.workdir import work_dir_lock
+    from tvm_transfer.tuning.workdir import check_work_dir_target, work_dir_lock
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     work_dir = _work_dir(args, workload.name)
     target = resolve_target(args)
+    try:
+        check_work_dir_target(work_dir, target)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    _check_tuning_without_pack(args, work_dir)
     options = _options(args)
     cost_model = _cost_model(args)
     with work_dir_lock(work_dir, wait=args.wait):
@@ -194,14 +222,18 @@ def _load_model(args: argparse.Namespace):
     the model and the cause (checked before any tuning)."""
     from tvm_transfer.networks import load_model, relax_module
     from tvm_transfer.tuning.network import check_work_dir_layout
+    from tvm_transfer.tuning.workdir import check_work_dir_target
 
-    kind = resolve_target(args).kind.name
-    if kind != "llvm":
-        raise UsageError(f"--target: networks are tuned and compiled for CPU (llvm) targets, not {kind!r}")
+    target = resolve_target(args)
+    if target.kind.name != "llvm":
+        raise UsageError(
+            f"--target: networks are tuned and compiled for CPU (llvm) targets, not {target.kind.name!r}"
+        )
     try:
         model = load_model(args.network, args.input_shape, conv_layout=args.conv_layout)
         work_dir = _network_work_dir(args, model)
         check_work_dir_layout(work_dir, model.name)
+        check_work_dir_target(work_dir, target)
         relax_module(model)
     except ValueError as error:  # a ModelSourceError too
         raise UsageError(str(error)) from error
@@ -250,6 +282,7 @@ def _tune_model(args: argparse.Namespace, model, selection=None):
         check_work_dir_caches(work_dir, resolve_measure_caches(args.measure_caches, model))
     except ValueError as error:
         raise UsageError(str(error)) from error
+    _check_tuning_without_pack(args, work_dir)
     pack = resolve_transfer_pack(args)
     with work_dir_lock(work_dir, wait=args.wait):
         return tune_network(
@@ -381,7 +414,11 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """``--target`` (JSON), ``--mcpu``, ``--num-cores``: read by :func:`resolve_target`."""
-    parser.add_argument("--target", help='target as JSON, e.g. \'{"kind": "llvm", "mcpu": "znver4"}\'')
+    parser.add_argument(
+        "--target",
+        help='target as JSON, e.g. \'{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}\' (default '
+        "num-cores: this machine's)",
+    )
     parser.add_argument("--mcpu", help="LLVM CPU name (default: detected host CPU)")
     parser.add_argument(
         "--num-cores",

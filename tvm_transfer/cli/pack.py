@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tenset_tools.cli import markdown_table
-    from tvm_transfer.cost_model import COST_MODELS
+    from tvm_transfer.cost_model import LEARNED_COST_MODELS
     from tvm_transfer.transfer.pack import TransferPack, build_pack
 
     if not args.work_dirs and not args.extend:
@@ -67,14 +67,22 @@ def _run(args: argparse.Namespace) -> int:
     for item in chosen:
         if item == "none":
             continue
-        if item in COST_MODELS:
+        if item in LEARNED_COST_MODELS:
             names.append(item)
         elif Path(item).is_file():
             files.append(item)
         else:
             raise UsageError(
-                f"--model {item!r} is neither a cost model name ({', '.join(COST_MODELS)}) nor a model file"
+                f"--model {item!r} is neither a cost model that trains on a dataset "
+                f"({', '.join(LEARNED_COST_MODELS)}) nor a model file"
             )
+    stems = names + [Path(file).stem for file in files]
+    repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
+    if repeated:
+        raise UsageError(
+            f"--model: more than one model named {', '.join(repeated)}; a pack holds one model per name "
+            "(a file's is its stem: rename the file)"
+        )
     pack = build_pack(
         args.work_dirs,
         args.out,

@@ -89,6 +89,10 @@ _SAVED_CLASSES = {
 }
 
 
+#: Names of our learned cost models: those that train on a dataset (``fit_frame``) and save themselves.
+LEARNED_COST_MODELS: tuple[str, ...] = tuple(_SAVED_CLASSES.values())
+
+
 def load_cost_model(path: str | Path) -> ms.CostModel:
     """Load a model saved by ``LearnedCostModel.save``, whichever of our classes it is."""
     saved = saved_model_class(path)
@@ -111,6 +115,7 @@ def make_cost_model(name: str, **kwargs) -> ms.CostModel:
 __all__ = [
     "COST_MODELS",
     "FORMAT_VERSION",
+    "LEARNED_COST_MODELS",
     "CostModelFileError",
     "LearnedCostModel",
     "load_cost_model",

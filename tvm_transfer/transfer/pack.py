@@ -130,13 +130,17 @@ class TransferPack:
         version = manifest.get("format_version")
         if version not in READABLE_VERSIONS:
             readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+            newer = isinstance(version, int) and version > max(READABLE_VERSIONS)
+            what_to_do = "upgrade tvm-transfer to read it, or " + _REBUILD if newer else _REBUILD
             raise TransferPackError(
                 f"{root}: pack format version {version}, this tvm-transfer reads versions {readable}; "
-                f"{_REBUILD}"
+                f"{what_to_do}"
             )
         parts = manifest.get("parts")
         if not isinstance(parts, dict) or CORPUS_FILE not in parts:
-            raise TransferPackError(f"{manifest_path}: the manifest lists no parts; {_REBUILD}")
+            raise TransferPackError(
+                f"{manifest_path}: the manifest lists no corpus ({CORPUS_FILE}); {_REBUILD}"
+            )
         for name, part in sorted(parts.items()):
             file = root / name
             if ".." in Path(name).parts or Path(name).is_absolute():
@@ -326,8 +330,6 @@ def build_pack(
                 part = f"{MODELS_DIR}/{name}.model"
                 train_model(frame, name, seed=seed).save(str(temporary / part))
                 names[name] = part
-        for name in sorted(set(base.model_names) - set(names)) if base is not None else []:
-            say(f"model {name} of {base.path} is not carried over: pass its file with --model to keep it")
         for file in model_files:
             file = Path(file)
             load_cost_model(file)  # refuse a file that is not a readable saved model before packing it
@@ -338,6 +340,8 @@ def build_pack(
             shutil.copyfile(file, temporary / part)
             names[name] = part
             say(f"model {name}: {saved_model_class(file)} from {file}")
+        for name in sorted(set(base.model_names) - set(names)) if base is not None else []:
+            say(f"model {name} of {base.path} is not carried over: pass its file with --model to keep it")
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,

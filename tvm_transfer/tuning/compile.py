@@ -27,6 +27,7 @@ from tvm_transfer.tuning.network import apply_transfer_pack, check_work_dir_layo
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick, resolve_repick_mode
 from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.workdir import check_work_dir_target
 
 if TYPE_CHECKING:
     from tvm_transfer.transfer.pack import TransferPack
@@ -108,11 +109,13 @@ def compile_network(
     (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured; ``auto`` is resolved
     for this network and machine, :func:`~tvm_transfer.tuning.repick.resolve_repick_mode`, and the result
     holds the mode it stood for). Raises ``ValueError`` when ``work_dir`` was tuned with the model's
-    convolutions in another layout (:func:`~tvm_transfer.tuning.network.check_work_dir_layout`)."""
+    convolutions in another layout (:func:`~tvm_transfer.tuning.network.check_work_dir_layout`) or for
+    another target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`)."""
 
     target = as_target(target)
     model = load_model(model) if isinstance(model, str) else model
     check_work_dir_layout(work_dir, model.name)
+    check_work_dir_target(work_dir, target)
     threads = network_threads(target)
     mod = relax_module(model)
     tasks = extract_network_tasks(model, target, layout_free)

@@ -62,7 +62,7 @@ from tvm_transfer.tuning.task_selection import (
     plan_budget,
     task_work,
 )
-from tvm_transfer.tuning.workdir import count_records
+from tvm_transfer.tuning.workdir import check_work_dir_target, count_records
 
 if TYPE_CHECKING:
     from tvm_transfer.transfer.apply import AppliedTask
@@ -211,7 +211,8 @@ def tune_network(
     dir is measured one way only: its sidecar records the way before its first measurement. Raises
     ``ValueError`` for another value, for ``cold`` with a runner in ``measure`` (that runner times as it
     was made), when ``work_dir`` was timed the other way (:func:`check_work_dir_caches`) and when it was
-    tuned with the model's convolutions in another layout (:func:`check_work_dir_layout`)."""
+    tuned with the model's convolutions in another layout (:func:`check_work_dir_layout`) or for another
+    target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`)."""
     options = options or TuneOptions()
     strategy = skip_measured(search_strategy or evolutionary_search(options))
     target = as_target(target)
@@ -224,6 +225,7 @@ def tune_network(
     work_dir = Path(work_dir)
     check_work_dir_layout(work_dir, name)
     check_work_dir_caches(work_dir, caches)
+    check_work_dir_target(work_dir, target)
     measured_before = _measured_here(work_dir)
     extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
     applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
@@ -493,7 +495,7 @@ def _tune_selected(
     finally:
         if measure.progress_bar is None:
             bar.close()
-    status, rows = _status_and_rows(every, records, outcomes)
+    status, rows = _status_and_rows(every, records, outcomes, applied)
     return NetworkTuneResult(
         name=name,
         target=str(target),
@@ -581,9 +583,11 @@ def _status_and_rows(
     works: list[TaskWork],
     records: list[list[ms.database.TuningRecord]],
     outcomes: list[TransferOutcome],
+    applied: set[int],
 ) -> tuple[list[str], list[TaskRow]]:
     """Per task its status (``tuned``, ``transferred-from-<task>`` or ``default``) and result row; a
-    transferred task's best latency is the transferred schedule's."""
+    transferred task's best latency is the transferred schedule's; the record a transfer pack applied to a
+    task of ``applied`` (indices) counts as no trial."""
     by_name = {o.task: o for o in outcomes}
     status, rows = [], []
     for work, task_records in zip(works, records, strict=True):
@@ -593,5 +597,5 @@ def _status_and_rows(
             rows.append(_task_row(work, task_records, outcome.seconds))
             continue
         status.append("tuned" if np.isfinite(best_seconds(task_records)) else "default")
-        rows.append(_task_row(work, task_records))
+        rows.append(_task_row(work, task_records, unmeasured=int(work.index in applied)))
     return status, rows

@@ -25,6 +25,7 @@ from tvm_transfer.tuning.session import (
     skip_measured,
     tune_contexts,
 )
+from tvm_transfer.tuning.workdir import check_work_dir_target
 from tvm_transfer.workloads import Workload
 
 if TYPE_CHECKING:
@@ -102,10 +103,12 @@ def tune_workload(
     ``target``'s id, its best record is committed to the work dir; nothing is measured unless
     ``refine_from_pack`` and ``options.trials`` exceeds what the pack's corpus measured of the operator
     (:func:`~tvm_transfer.transfer.apply.worth_refining`) or an earlier run tuned on from it already; then
-    tuning goes on from that record, which counts as no trial.
+    tuning goes on from that record, which counts as no trial. Raises ``ValueError`` when ``work_dir``
+    holds records measured for another target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`).
     """
     options = options or TuneOptions()
     target = as_target(target)
+    check_work_dir_target(work_dir, target)
     import_tensor_intrin_fast()  # TuneContext imports it, slowly unless done this way
     mod = workload.ir_module()
     applied, tune_on = _apply_pack(

@@ -30,15 +30,21 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tenset_tools.atomic import atomic_output
 from tenset_tools.command import CommandError, UsageError
-from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE
+from tenset_tools.features import target_id
+from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, database_target_ids
+
+if TYPE_CHECKING:
+    import tvm
 
 __all__ = [
     "LOCK_FILE",
     "WorkDirBusyError",
     "check_work_dir",
+    "check_work_dir_target",
     "count_records",
     "needs_repair",
     "set_aside_torn_tails",
@@ -84,6 +90,20 @@ def check_work_dir(work_dir: str | os.PathLike, option: str = "--work-dir") -> P
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {str(path)!r}: {existing} is not writable by this user")
     return path
+
+
+def check_work_dir_target(work_dir: str | os.PathLike, target: tvm.target.Target) -> None:
+    """Raise ``ValueError`` when ``work_dir`` holds records measured for another target than ``target``
+    (compared by target id, ``kind/mcpu/num-cores``): MetaSchedule's database
+    ignores the target, so a run for ``target`` would tune on from them and build them as its own."""
+    wanted = target_id(target)
+    others = sorted(database_target_ids(work_dir) - {wanted})
+    if others:
+        raise ValueError(
+            f"{work_dir} holds records measured for {', '.join(others)}, which a run for {wanted} would "
+            "take for its own: use it with the target it was tuned for (the id reads kind/mcpu/num-cores: "
+            "--mcpu and --num-cores), or another work dir"
+        )
 
 
 def _holder_text(holder: dict) -> str:
