@@ -410,6 +410,10 @@ def test_tenset_tools_pack_builds_and_replaces_a_pack(tuned_mlp, tmp_path, capsy
     assert command.run(parser, ["pack", str(work_dir), "-o", str(tmp_path / "x"), *twice]) == 2
     assert "more than one model named xgboost" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    # The library refuses them before any work too.
+    with pytest.raises(ValueError, match="more than one model named xgboost"):
+        build_pack([work_dir], tmp_path / "y", model_files=[tmp_path / "mine" / "xgboost.model"])
+    assert not (tmp_path / "y").exists()
 
 
 def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pack, monkeypatch, tmp_path):

@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from tenset_tools.cli import markdown_table
     from tvm_transfer.cost_model import LEARNED_COST_MODELS
-    from tvm_transfer.transfer.pack import TransferPack, build_pack
+    from tvm_transfer.transfer.pack import TransferPack, build_pack, check_pack_models
 
     if not args.work_dirs and not args.extend:
         raise UsageError("give WORK_DIR... to pack, or --extend BASE_PACK to change only its models")
@@ -76,13 +76,10 @@ def _run(args: argparse.Namespace) -> int:
                 f"--model {item!r} is neither a cost model that trains on a dataset "
                 f"({', '.join(LEARNED_COST_MODELS)}) nor a model file"
             )
-    stems = names + [Path(file).stem for file in files]
-    repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
-    if repeated:
-        raise UsageError(
-            f"--model: more than one model named {', '.join(repeated)}; a pack holds one model per name "
-            "(a file's is its stem: rename the file)"
-        )
+    try:
+        check_pack_models(names, files)
+    except ValueError as error:
+        raise UsageError(f"--model: {error}") from None
     pack = build_pack(
         args.work_dirs,
         args.out,

@@ -55,6 +55,7 @@ __all__ = [
     "TransferPack",
     "TransferPackError",
     "build_pack",
+    "check_pack_models",
     "part_checksums",
 ]
 
@@ -239,6 +240,27 @@ class TransferPack:
         )
 
 
+def check_pack_models(models: Sequence[str], model_files: Sequence[str | os.PathLike]) -> None:
+    """Raise ``ValueError`` when :func:`build_pack` cannot pack these models: a name of ``models`` that
+    does not train on a dataset (:data:`~tvm_transfer.cost_model.LEARNED_COST_MODELS`), or two models of
+    one name (a file's name is its stem)."""
+    from tvm_transfer.cost_model import LEARNED_COST_MODELS
+
+    untrainable = [name for name in models if name not in LEARNED_COST_MODELS]
+    if untrainable:
+        raise ValueError(
+            f"cannot train {', '.join(untrainable)} on a dataset: the models that do are "
+            f"{', '.join(LEARNED_COST_MODELS)}"
+        )
+    names = [*models, *(Path(file).stem for file in model_files)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(
+            f"more than one model named {', '.join(repeated)}; a pack holds one model per name (a file's "
+            "is its stem: rename the file)"
+        )
+
+
 def build_pack(
     work_dirs: Sequence[str | os.PathLike],
     out: str | os.PathLike,
@@ -269,7 +291,8 @@ def build_pack(
     both counts once) and its excluded networks (which stay excluded); the models are trained anew on the
     whole corpus. Extending it with no work dirs changes only its models. Raises ``ValueError`` when
     ``base`` holds a network of ``exclude_networks``, when ``top_k`` exceeds the base's (its other tasks'
-    records beyond its ``top_k`` are gone), or when there are neither work dirs nor ``base``.
+    records beyond its ``top_k`` are gone), when there are neither work dirs nor ``base``, and, before
+    any work, for models it cannot pack (:func:`check_pack_models`).
     """
     from tenset_tools.metaschedule import convert_databases, databases_under, sidecar_network
     from tenset_tools.schema import add_normalised_throughput, merge_datasets, read_dataset
@@ -278,6 +301,7 @@ def build_pack(
     from tvm_transfer.networks import network_family
 
     say = progress or (lambda _line: None)
+    check_pack_models(models, model_files)
     out = Path(out)
     if out.exists() and not (out / MANIFEST_FILE).is_file():
         raise FileExistsError(f"{out} exists and is not a transfer pack; choose another -o")
@@ -334,8 +358,6 @@ def build_pack(
             file = Path(file)
             load_cost_model(file)  # refuse a file that is not a readable saved model before packing it
             name = file.stem
-            if name in names:
-                raise ValueError(f"--model {file}: a model named {name!r} is already in the pack")
             part = f"{MODELS_DIR}/{name}.model"
             shutil.copyfile(file, temporary / part)
             names[name] = part
