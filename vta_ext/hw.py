@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from tenset_tools.atomic import atomic_output
+from vta_ext.isa import check_encodable
 
 
 class HwConfigError(ValueError):
@@ -113,9 +114,7 @@ class HwConfig:
                     f"LOG_{name}_BUFF_SIZE={getattr(self, f'LOG_{name}_BUFF_SIZE')} is smaller than one "
                     f"{name} element ({self.elem_bytes(name)} bytes)"
                 )
-        from vta_ext.isa import check_encodable  # isa derives its field widths from this config
-
-        check_encodable(self)
+        check_encodable(self)  # the ISA's field widths follow this config; it must be able to address it
 
     # ---- derived shapes -------------------------------------------------------------------------
     @property

@@ -9,14 +9,27 @@ the least significant bit in the order listed by :func:`insn_layout`.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from vta_ext.errors import InvalidConfigError
 
-if TYPE_CHECKING:
-    from vta_ext.hw import HwConfig
+
+class IsaWidths(Protocol):
+    """What the ISA reads of a hardware configuration (:class:`vta_ext.hw.HwConfig`, which validates
+    itself with :func:`check_encodable` and so sits above this module)."""
+
+    @property
+    def INSN_BITS(self) -> int: ...
+
+    @property
+    def UOP_BITS(self) -> int: ...
+
+    @property
+    def LOOP_ITER_BITS(self) -> int: ...
+
+    def log_depth(self, buffer: str) -> int: ...
 
 
 class Op(IntEnum):
@@ -98,7 +111,7 @@ _HEADER = (
 )
 
 
-def insn_layout(opcode: Op, hw: HwConfig) -> list[tuple[str, F, int]]:
+def insn_layout(opcode: Op, hw: IsaWidths) -> list[tuple[str, F, int]]:
     """(field name, column, bits) of one instruction format, least significant field first."""
     if opcode in (Op.LOAD, Op.STORE):
         body = [
@@ -138,7 +151,7 @@ def insn_layout(opcode: Op, hw: HwConfig) -> list[tuple[str, F, int]]:
     return list(_HEADER) + body
 
 
-def uop_layout(hw: HwConfig) -> list[tuple[str, int]]:
+def uop_layout(hw: IsaWidths) -> list[tuple[str, int]]:
     """(field name, bits) of a micro-op: accumulator, input-or-accumulator and weight indices."""
     acc, inp, wgt = hw.log_depth("ACC"), hw.log_depth("INP"), hw.log_depth("WGT")
     return [("dst_idx", acc), ("src_idx", max(acc, inp)), ("wgt_idx", wgt)]
@@ -154,7 +167,7 @@ def _first_overflow(fields: list[tuple[str, int]], width: int) -> tuple[str, int
     return None
 
 
-def check_encodable(hw: HwConfig) -> None:
+def check_encodable(hw: IsaWidths) -> None:
     """Raise ``isa_field_overflow`` (stage ``hw``) if an instruction or micro-op cannot address the
     configured scratchpads within ``INSN_BITS`` / ``UOP_BITS``."""
     for opcode in (Op.LOAD, Op.GEMM, Op.ALU):
@@ -188,7 +201,7 @@ def check_encodable(hw: HwConfig) -> None:
             )
 
 
-def check_fields(insns: np.ndarray, hw: HwConfig) -> None:
+def check_fields(insns: np.ndarray, hw: IsaWidths) -> None:
     """Raise ``isa_field_overflow`` (stage ``compile``) naming the first field of the first instruction
     format whose value does not fit; vectorised over the program."""
     opcodes = insns[:, F.OPCODE]
@@ -215,7 +228,7 @@ def check_fields(insns: np.ndarray, hw: HwConfig) -> None:
                 )
 
 
-def encode(row: np.ndarray, hw: HwConfig) -> int:
+def encode(row: np.ndarray, hw: IsaWidths) -> int:
     """The ``INSN_BITS``-wide instruction word of one program row (fields must already fit)."""
     word, shift = 0, 0
     for _, col, bits in insn_layout(Op(int(row[F.OPCODE])), hw):
@@ -224,7 +237,7 @@ def encode(row: np.ndarray, hw: HwConfig) -> int:
     return word
 
 
-def decode(word: int, hw: HwConfig) -> np.ndarray:
+def decode(word: int, hw: IsaWidths) -> np.ndarray:
     """Inverse of :func:`encode`: a program row with unused fields zero."""
     row = np.zeros(N_FIELDS, dtype=np.int64)
     row[F.OPCODE] = word & 0b111
@@ -238,7 +251,7 @@ def decode(word: int, hw: HwConfig) -> np.ndarray:
     return row
 
 
-def encode_uop(dst: int, src: int, wgt: int, hw: HwConfig) -> int:
+def encode_uop(dst: int, src: int, wgt: int, hw: IsaWidths) -> int:
     """The ``UOP_BITS``-wide micro-op word."""
     word, shift = 0, 0
     for value, (_, bits) in zip((dst, src, wgt), uop_layout(hw), strict=True):
@@ -249,7 +262,7 @@ def encode_uop(dst: int, src: int, wgt: int, hw: HwConfig) -> int:
     return word
 
 
-def decode_uop(word: int, hw: HwConfig) -> tuple[int, int, int]:
+def decode_uop(word: int, hw: IsaWidths) -> tuple[int, int, int]:
     out, shift = [], 0
     for _, bits in uop_layout(hw):
         out.append((word >> shift) & ((1 << bits) - 1))
