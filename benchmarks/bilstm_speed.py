@@ -34,7 +34,7 @@ from benchmarks.common import first_generation, git_commit, machine_info, write_
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model.bilstm_model import BiLSTMCostModel
 from tvm_transfer.cost_model.gbdt import XGBoostCostModel
 from tvm_transfer.cost_model.training import train_model
 from tvm_transfer.features import candidate_trace_json, encode_trace

@@ -37,7 +37,7 @@ from tenset_tools import SHIPPED_DATASET
 from tenset_tools.schema import read_dataset
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.cost_model import make_cost_model
-from tvm_transfer.cost_model.bilstm.model import FINE_TUNE_MODES, BiLSTMCostModel
+from tvm_transfer.cost_model.bilstm_model import FINE_TUNE_MODES, BiLSTMCostModel
 from tvm_transfer.networks import NETWORKS
 from tvm_transfer.target import target_of_id
 from tvm_transfer.tuning.compile import compile_network

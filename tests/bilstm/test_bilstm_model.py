@@ -13,8 +13,8 @@ from conftest import SOURCE, TARGET, TINY
 from tenset_tools.frame import group_keys
 from tenset_tools.metrics import evaluate_predictions, pairwise_accuracy
 from tvm_transfer.cost_model import CostModelFileError, load_cost_model, make_cost_model
-from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
 from tvm_transfer.cost_model.bilstm import inputs as bilstm_data
+from tvm_transfer.cost_model.bilstm_model import BiLSTMCostModel
 
 
 def _sample(frame, n, seed=0):

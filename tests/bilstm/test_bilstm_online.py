@@ -14,7 +14,7 @@ from ms_helpers import tiny_tune_tir
 from tvm.ir.utils import derived_object
 
 from tenset_tools.metrics import pairwise_accuracy
-from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model.bilstm_model import BiLSTMCostModel
 from tvm_transfer.runner import runner_seconds
 
 

@@ -10,7 +10,7 @@ from tvm.ir.utils import derived_object
 from tenset_tools import SHIPPED_DATASET
 from tenset_tools.cli import main
 from tvm_transfer.cost_model import load_cost_model
-from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+from tvm_transfer.cost_model.bilstm_model import BiLSTMCostModel
 
 
 @derived_object

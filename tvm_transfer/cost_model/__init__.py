@@ -37,7 +37,7 @@ def _mlp(**kwargs):
 def _bilstm(pretrained: str | Path | None = None, **kwargs):
     """A BiLSTM model; with ``pretrained`` (a file saved after ``pretrain``), that model, its
     hyper-parameters overridden by ``kwargs`` (e.g. ``fine_tune_mode="head"``)."""
-    from tvm_transfer.cost_model.bilstm import BiLSTMCostModel
+    from tvm_transfer.cost_model.bilstm_model import BiLSTMCostModel
 
     if pretrained is None:
         return BiLSTMCostModel(**kwargs)

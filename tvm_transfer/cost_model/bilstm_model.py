@@ -1,7 +1,7 @@
 """Attention BiLSTM transfer cost model (after Verma et al., "Transfer Learning Across Heterogeneous
 Features For Efficient Tensor Program Generation", ExHET 2023, arXiv 2304.05430).
 
-The network (:mod:`.network`) reads a candidate (its inputs: :mod:`.inputs`) as
+The network (:mod:`.bilstm.network`) reads a candidate (its inputs: :mod:`.bilstm.inputs`) as
 
 - its **schedule trace** (one :data:`~tenset_tools.features.TRACE_ROW_WIDTH`-float row per instruction,
   :func:`tenset_tools.features.encode_trace`) through a bidirectional LSTM (3 layers by default) whose
@@ -11,7 +11,7 @@ The network (:mod:`.network`) reads a candidate (its inputs: :mod:`.inputs`) as
   pooled by attention;
 - its **pooled per-store kernel features** (328 floats, signed-log, then standardised or, with
   ``kernel_scaling="quantile"``, mapped through their training quantiles) through a small MLP;
-- a **task embedding** (op kind one-hot, log FLOPs, argument shapes: :func:`inputs.task_vector`);
+- a **task embedding** (op kind one-hot, log FLOPs, argument shapes: :func:`.bilstm.inputs.task_vector`);
 - the target's eight **hardware features**;
 
 and regresses the normalised throughput (or ranks within a task with LambdaRank) from their concatenation.
@@ -47,7 +47,8 @@ curves, ``docs/bilstm.md``).
 
 This module runs past 400 lines for its documentation only: the docstrings of the module and of
 :class:`BiLSTMCostModel` (the transfer modes, the hyper-parameters) take a third of it; the network,
-its inputs and its training loop live in :mod:`.network`, :mod:`.inputs` and :mod:`.training`.
+its inputs and its training loop live in :mod:`.bilstm.network`, :mod:`.bilstm.inputs` and
+:mod:`.bilstm.training`.
 """
 
 from __future__ import annotations
@@ -457,7 +458,8 @@ class BiLSTMCostModel(LearnedCostModel):
             self._residual.load_model(bytearray(state["residual"].tobytes()))
 
     def _stats_shapes(self) -> dict[str, tuple[int | None, ...]]:
-        """Shapes of the scaling statistics (:func:`inputs.input_statistics`) as this model saves them."""
+        """Shapes of the scaling statistics (:func:`.bilstm.inputs.input_statistics`) as this model saves
+        them."""
         widths = {"k": POOLED_WIDTH, "s": PER_STORE_WIDTH, "h": data.HW_WIDTH, "t": data.TASK_WIDTH}
         shapes = {
             f"{prefix}_{kind}": (width,) for prefix, width in widths.items() for kind in ("mean", "scale")
