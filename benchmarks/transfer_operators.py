@@ -85,6 +85,7 @@ from benchmarks.transfer_common import (
 )
 from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import measuring_threads, measuring_workers
+from tvm_transfer.search_strategy.replay import block_signature
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
@@ -92,7 +93,6 @@ from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
 from tvm_transfer.tuning.retime import retime
-from tvm_transfer.tuning.schedule_transfer import block_signature
 from tvm_transfer.tuning.session import Measurement, TuneOptions
 from tvm_transfer.tuning.task_selection import task_work
 

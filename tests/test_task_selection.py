@@ -9,10 +9,10 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.flops import estimate_flops
 from tvm_transfer.cli import main
-from tvm_transfer.search_strategy.replay import replay_trace
+from tvm_transfer.search_strategy.replay import block_signature, replay_trace
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import extract_network_tasks, tune_network
-from tvm_transfer.tuning.schedule_transfer import block_signature, transfer_schedules
+from tvm_transfer.tuning.schedule_transfer import transfer_schedules
 from tvm_transfer.tuning.session import TuneOptions, open_database
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,

@@ -1,5 +1,6 @@
 """Replaying a schedule's decisions on a task of other loop extents: the one tile repair rule, trace replay
-with repair, and MetaSchedule's post-processing of the result.
+with repair, MetaSchedule's post-processing of the result, and the block signature (the blocks a trace
+addresses) that says which tasks a trace can replay on.
 
 Both users of transfer go through here: the copula search (:mod:`.copula.encoding` repairs sampled and
 source decision vectors; the anchors replay the sources' best configurations) and schedule transfer
@@ -31,6 +32,7 @@ from tvm.s_tir.schedule import Trace
 from tvm_transfer.common.errors import failure_line
 
 __all__ = [
+    "block_signature",
     "divisors",
     "nearest_log2",
     "postprocess",
@@ -90,6 +92,18 @@ def postprocess(sch: Schedule, postprocs: Sequence[ms.postproc.Postproc]) -> boo
         return all(p.apply(sch) for p in postprocs)
     except Exception:  # a post-processor that raises rejects the candidate like one that returns False
         return False
+
+
+def block_signature(mod: tvm.IRModule) -> tuple[tuple[str, str], ...]:
+    """The top-level blocks of ``mod``'s ``main`` as (name, iteration kinds) pairs, e.g.
+    ``(("matmul", "SSR"), ("T_add", "SS"))``: what a trace relies on, extents left out."""
+    sch = Schedule(mod)
+    kinds = {0: "S", 2: "R"}
+    out = []
+    for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(block_rv)
+        out.append((block.name_hint, "".join(kinds.get(int(iv.iter_type), "O") for iv in block.iter_vars)))
+    return tuple(out)
 
 
 def replay_trace(trace: Trace, mod: tvm.IRModule, context: ms.TuneContext) -> tuple[Schedule, int]:

@@ -59,7 +59,7 @@ from tenset_tools.metaschedule import (
 )
 from tvm_transfer.common.errors import failure_line
 from tvm_transfer.search_strategy.copula.sources import SourceRecord, task_descriptor
-from tvm_transfer.tuning.schedule_transfer import block_signature
+from tvm_transfer.search_strategy.replay import block_signature
 
 log = logging.getLogger(__name__)
 

@@ -35,12 +35,12 @@ from tenset_tools.flops import estimate_flops
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.runner import measuring_workers, runner_seconds
 from tvm_transfer.search_strategy.base import program_key
-from tvm_transfer.search_strategy.replay import replay_trace
+from tvm_transfer.search_strategy.replay import block_signature, replay_trace
 from tvm_transfer.tuning.session import top_records
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TransferOutcome", "block_signature", "transfer_schedules"]
+__all__ = ["TransferOutcome", "transfer_schedules"]
 
 # Outputs of a transferred schedule must match the default lowering within this relative tolerance
 # (float32 reductions in a different order differ by a few ulps times the reduction length).
@@ -69,18 +69,6 @@ class TransferOutcome:
     def label(self) -> str:
         """The task's status in a network result: ``transferred-from-<source>`` or ``default``."""
         return f"transferred-from-{self.source}" if self.status == "transferred" else "default"
-
-
-def block_signature(mod: tvm.IRModule) -> tuple[tuple[str, str], ...]:
-    """The top-level blocks of ``mod``'s ``main`` as (name, iteration kinds) pairs, e.g.
-    ``(("matmul", "SSR"), ("T_add", "SS"))``: what a trace relies on, extents left out."""
-    sch = Schedule(mod)
-    kinds = {0: "S", 2: "R"}
-    out = []
-    for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
-        block = sch.get(block_rv)
-        out.append((block.name_hint, "".join(kinds.get(int(iv.iter_type), "O") for iv in block.iter_vars)))
-    return tuple(out)
 
 
 def _random_args(args_info: Sequence[ms.arg_info.ArgInfo], seed: int) -> list[np.ndarray]:
@@ -170,9 +158,10 @@ def transfer_schedules(
 
     ``untuned`` and ``tuned`` are ``ExtractedTask`` objects of the same network (``tuned`` ones have
     records in ``database``). For each untuned task, at most ``max_sources`` similar tuned tasks (same
-    :func:`block_signature`, closest FLOPs first) contribute their ``candidates`` best records each; the
-    replayed candidates are checked (see the module docstring), measured once next to the default
-    lowering, and the fastest is committed to ``database`` when it beats the default.
+    :func:`~tvm_transfer.search_strategy.replay.block_signature`, closest FLOPs first) contribute their
+    ``candidates`` best records each; the replayed candidates are checked (see the module docstring),
+    measured once next to the default lowering, and the fastest is committed to ``database`` when it
+    beats the default.
     ``builder``/``runner`` default to the process's shared workers
     (:func:`tvm_transfer.runner.measuring_workers`).
     """
