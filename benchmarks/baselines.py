@@ -26,6 +26,7 @@ import numpy as np
 from benchmarks.common import git_commit, machine_info, report_path, write_report
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.tuning.operator import TuneResult, tune_workload
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import make_workload
 
@@ -59,7 +60,11 @@ def best_at(curve: list[float], trials: int) -> float:
 def run(task: str, shape: tuple[int, ...], model: str, options: TuneOptions) -> TuneResult:
     with tempfile.TemporaryDirectory(prefix=f"bench-{task}-{model}-") as work_dir:
         return tune_workload(
-            make_workload(task, shape), work_dir, cost_model=model, options=options, reference=False
+            make_workload(task, shape),
+            work_dir,
+            options=options,
+            plan=TuningPlan(cost_model=model),
+            reference=False,
         )
 
 

@@ -43,10 +43,11 @@ from tvm_transfer.networks import (
 )
 from tvm_transfer.search_strategy.copula.encoding import space_encodings, trace_decisions, trace_signature
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.retime import retime
-from tvm_transfer.tuning.session import open_database, top_records
+from tvm_transfer.tuning.run import extract_network_tasks
+from tvm_transfer.tuning.session import top_records
 from tvm_transfer.tuning.task_selection import task_work
+from tvm_transfer.tuning.workdir import open_database
 
 NAME = "batch_norm_folding_dev"
 #: The development networks with batch norm (of :data:`benchmarks.corpus.DEV_NETWORKS`).

@@ -40,6 +40,7 @@ from tvm_transfer.cost_model.training import train_model
 from tvm_transfer.features import candidate_trace_json, encode_trace
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.operator import tune_workload
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.workloads import make_workload
 
@@ -97,7 +98,8 @@ def _tuning_share(models: dict, trials: int, seed: int) -> list[dict]:
             options = TuneOptions(
                 trials=trials, trials_per_iter=16, population_size=128, seed=seed, progress=False
             )
-            result = tune_workload(workload, work_dir, cost_model=model, options=options, reference=False)
+            plan = TuningPlan(cost_model=model)
+            result = tune_workload(workload, work_dir, options=options, plan=plan, reference=False)
         profile = result.profile
         model_seconds = profile.get("CostModel.predict", 0.0) + profile.get("CostModel.update", 0.0)
         rows.append(

@@ -86,8 +86,8 @@ from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.runner import measuring_workers
 from tvm_transfer.search_strategy.copula import CopulaSearch, TraceCopulaSampler, load_sources
 from tvm_transfer.target import host_target
-from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.retime import RETIME_ROUNDS, retime
+from tvm_transfer.tuning.run import extract_network_tasks
 from tvm_transfer.tuning.session import evolution_settings
 
 CHECKPOINTS = (8, 16, 32, 64)

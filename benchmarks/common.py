@@ -184,7 +184,9 @@ def tuned_alone(model: Any, work_dir: Path, trials: int, target: Any) -> None:
     ``trials`` for ``model`` (a loaded model, its Relax module as the study imports it); resumes, and
     returns at once when the work dir already holds ``trials``."""
     from tvm_transfer.tuning.network import tune_network
+    from tvm_transfer.tuning.plan import TuningPlan
     from tvm_transfer.tuning.rounds import read_rounds
+    from tvm_transfer.tuning.run import RunConfig
     from tvm_transfer.tuning.session import TuneOptions
 
     rounds = read_rounds(work_dir)
@@ -192,7 +194,8 @@ def tuned_alone(model: Any, work_dir: Path, trials: int, target: Any) -> None:
         return
     print(f"== {model.name}: tuning to {trials} trials in {work_dir}", flush=True)
     options = TuneOptions(trials=trials, seed=0, progress=True)
-    tune_network(model, work_dir, cost_model="tvm-xgb", target=target, options=options)
+    plan = TuningPlan(cost_model="tvm-xgb")
+    tune_network(RunConfig.make(model, work_dir, target=target, options=options, plan=plan))
 
 
 def timing_runs(

@@ -53,7 +53,7 @@ from tvm_transfer.networks import (
 from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.workdir import open_database
 
 NAME = "conv_layout_dev"
 CORPUS_NAME = "conv_layout_corpus"

@@ -63,6 +63,7 @@ from tvm_transfer.search_strategy.copula import (
 from tvm_transfer.search_strategy.copula.anchors import anchor_decisions, rows_by_space
 from tvm_transfer.search_strategy.copula.encoding import space_encodings
 from tvm_transfer.search_strategy.copula.population import design_spaces
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.retime import RETIME_ROUNDS, retime
 from tvm_transfer.tuning.session import evolution_settings
 from tvm_transfer.vta.copula import VtaCopulaSampler, VtaRecord
@@ -311,7 +312,8 @@ def cpu_part(
         opts = TuneOptions(
             trials=trials, trials_per_iter=per_iter, population_size=population, seed=seed, progress=False
         )
-        result = tune_workload(w, work_dir, target=target, options=opts, reference=False, **kwargs)
+        plan = TuningPlan(**kwargs)
+        result = tune_workload(w, work_dir, target=target, options=opts, plan=plan, reference=False)
         latencies[w.name][contender] = [seconds for _, seconds in records_in_order(work_dir)]
         walls[w.name][contender] = result.tuning_seconds
         print(f"CPU {w.name} {contender}: best {result.best_seconds * 1e6:.1f} us, {result.new_trials} new "

@@ -27,13 +27,15 @@ from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from benchmarks.common import first_generation, git_commit, write_report
 from benchmarks.transfer_common import run_context
+from tvm_transfer.cost_model.warm_start import warm_start
 from tvm_transfer.target import host_target
 from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY
 from tvm_transfer.tuning.operator import tune_workload
-from tvm_transfer.tuning.session import TuneOptions, open_database, records_of, warm_start
+from tvm_transfer.tuning.session import TuneOptions, records_of
+from tvm_transfer.tuning.workdir import open_database
 from tvm_transfer.workloads import make_workload
 
 WORKLOAD = ("conv2d", (1, 14, 14, 256, 256, 3, 1, 1))

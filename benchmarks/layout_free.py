@@ -20,7 +20,10 @@ from tvm_transfer.runtimes import time_interleaved, tvm_threads
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
 from tvm_transfer.tuning.network import tune_network
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import RunConfig
+from tvm_transfer.tuning.session import TuneOptions
+from tvm_transfer.tuning.workdir import open_database
 
 COST_MODEL = "tvm-xgb"
 
@@ -33,10 +36,11 @@ def _measure(network: str, budget: int, work_root: Path, target, rounds: int) ->
         for layout_free in (True, False):
             label = "layout-free" if layout_free else "fixed layout"
             work_dir = work_root / f"{model_slug(network)}-{'free' if layout_free else 'fixed'}"
-            tuned = tune_network(
-                model, work_dir, cost_model=COST_MODEL, target=target,
-                options=TuneOptions(trials=budget), layout_free=layout_free,
+            config = RunConfig.make(
+                model, work_dir, target=target, options=TuneOptions(trials=budget),
+                plan=TuningPlan(cost_model=COST_MODEL), layout_free=layout_free,
             )  # fmt: skip
+            tuned = tune_network(config)
             estimates[label] = tuned.weighted_latency * 1e3
             executable = build_network(relax_module(model), open_database(work_dir), target, layout_free)
             calls[label] = LoadedNetwork(executable, model.inputs)

@@ -59,6 +59,7 @@ from tvm_transfer.hetero import ModelX, SourceModel, TargetOnly, ZeroShot, label
 from tvm_transfer.hetero.tuning import HeteroCostModel, ModelKnobTuner, visible_frame
 from tvm_transfer.target import target_of_id
 from tvm_transfer.tuning.operator import tune_workload
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.vta.ml2tuner import BaselineTuner, VtaMeasurer
 from vta_ext.hw import HwConfig, preset
@@ -214,7 +215,7 @@ def run_cpu(seeds: list[int], fraction: float, trials: int, tasks) -> dict:
                     result = tune_workload(
                         workload,
                         work_dir,
-                        cost_model=cost_model,
+                        plan=TuningPlan(cost_model=cost_model),
                         target=target,
                         options=TuneOptions(trials=trials, trials_per_iter=8, seed=seed, progress=False),
                         reference=False,

@@ -29,7 +29,9 @@ from tvm_transfer.networks import load_model, model_slug, split_model_names
 from tvm_transfer.target import host_target
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.rounds import read_rounds
+from tvm_transfer.tuning.run import RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 
 NETWORKS = (
@@ -53,9 +55,10 @@ def _point(network: str, budget: int, work_root: Path, target, rounds: int) -> d
     tuned = None
     if budget > 0:
         options = TuneOptions(trials=budget, progress=True)
-        tuned = tune_network(model, work_dir, cost_model=COST_MODEL, target=target, options=options)
+        plan = TuningPlan(cost_model=COST_MODEL)
+        tuned = tune_network(RunConfig.make(model, work_dir, target=target, options=options, plan=plan))
     tune_seconds = time.perf_counter() - start
-    compiled = compile_network(model, work_dir, target=target, rounds=rounds)
+    compiled = compile_network(RunConfig.make(model, work_dir, target=target), rounds=rounds)
     return {
         "network": network,
         "budget": budget,

@@ -34,6 +34,7 @@ from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.run import NetworkRun, RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 
@@ -51,9 +52,10 @@ def run(network: str, contender: str, options: TuneOptions, share: float, target
                 selection = TaskSelection(flops_share=share, transfer=contender == "selection")
             elif contender == "top2":
                 selection = TaskSelection(flops_share=1.0, top_tasks=2)
-            result = tune_network(network, work_dir, target=target, options=options, selection=selection)
+            run = NetworkRun(RunConfig.make(network, work_dir, target=target, options=options))
+            result = tune_network(run, selection=selection)
         tuning_seconds = time.perf_counter() - start
-        compiled = compile_network(network, work_dir, target=target)
+        compiled = compile_network(RunConfig.make(network, work_dir, target=target))
     tasks = []
     if result is not None:
         status = result.status or ["tuned" if trials else "default" for *_, trials in result.tasks]

@@ -17,9 +17,9 @@ from tvm_transfer.runtimes import ComparedModel, compare_runtimes, tvm_threads
 from tvm_transfer.target import target_id
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
-from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, repick, resolve_repick_mode
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.run import extract_network_tasks
+from tvm_transfer.tuning.workdir import open_database
 
 if TYPE_CHECKING:
     import tvm

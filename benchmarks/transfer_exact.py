@@ -30,10 +30,11 @@ from tenset_tools.metaschedule import task_id_of_mod
 from tvm_transfer.networks import load_model, model_slug, split_model_names
 from tvm_transfer.target import host_target, target_id, target_of_id
 from tvm_transfer.transfer import DEFAULT_PACK
-from tvm_transfer.transfer.apply import extracted_pairs
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks
-from tvm_transfer.tuning.session import open_database, top_records
+from tvm_transfer.transfer.policy import TransferPolicy
+from tvm_transfer.tuning.run import NetworkRun, RunConfig, extract_network_tasks
+from tvm_transfer.tuning.session import top_records
+from tvm_transfer.tuning.workdir import open_database
 
 TUNED, FROM_PACK = "tuned run", "pack, 0 trials"
 
@@ -42,11 +43,13 @@ def _row(network: str, run: pd.DataFrame, pack: TransferPack, work_root: Path, t
     """Apply ``pack`` to ``network`` in a fresh work dir and time it against ``run`` (the corpus rows of
     its tuned run on ``target``), rebuilt in another."""
     slug = model_slug(network)
-    tasks = extract_network_tasks(load_model(network), target)
+    model = load_model(network)
+    tasks = extract_network_tasks(model, target)
     tuned = _rebuilt_run(run, tasks, target, work_root / "tuned" / slug)
     fresh = work_root / "from-pack" / slug
     shutil.rmtree(fresh, ignore_errors=True)
-    applied = apply_transfer_pack(pack, network, tasks, fresh, target)
+    config = RunConfig.make(model, fresh, target=target, plan=TransferPolicy.build_plan(pack))
+    applied = NetworkRun(config, tasks=tasks).applied
     # As packed, not re-picked: the pack holds each task's best record as its run measured it.
     latency = time_work_dirs(
         network, {TUNED: tuned, FROM_PACK: fresh}, target, rounds, references=False, repick_mode="none"
@@ -67,8 +70,12 @@ def _row(network: str, run: pd.DataFrame, pack: TransferPack, work_root: Path, t
 def _same_schedules(tuned: Path, from_pack: Path, tasks: list[ms.ExtractedTask]) -> int:
     """How many of ``tasks`` run the same schedule from both work dirs: the pack applies the tuned run's best
     record of a task unless another run of the target measured a faster one."""
-    best = [_best_trace(open_database(work_dir), extracted_pairs(tasks)) for work_dir in (tuned, from_pack)]
+    best = [_best_trace(open_database(work_dir), _pairs(tasks)) for work_dir in (tuned, from_pack)]
     return sum(1 for key, trace in best[1].items() if best[0].get(key) == trace)
+
+
+def _pairs(tasks: list[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:
+    return [(task.task_name, task.dispatched[0]) for task in tasks]
 
 
 def _best_trace(database: ms.database.Database, pairs: list[tuple[str, tvm.IRModule]]) -> dict[str, str]:
@@ -86,7 +93,7 @@ def _rebuilt_run(run: pd.DataFrame, tasks: list[ms.ExtractedTask], target, work_
     workload of its task among ``tasks``. Raises ``SystemExit`` when a record's task is not among them."""
     shutil.rmtree(work_dir, ignore_errors=True)
     database = open_database(work_dir)
-    workloads = {task_id_of_mod(mod): mod for _, mod in extracted_pairs(tasks)}
+    workloads = {task_id_of_mod(mod): mod for _, mod in _pairs(tasks)}
     missing = sorted(set(run["task_id"]) - set(workloads))
     if missing:
         raise SystemExit(f"{run['source'].iloc[0]}: tasks {missing} are not the network's tasks here")

@@ -27,14 +27,7 @@ batch of the pack's seeds (``transfer-seeds-once``: ``seed_search=True, keep_see
 default), timed beside its other two arms. ``--task-order`` compares the default policy, whose first
 round visits a network's tasks heaviest first, with the same policy in MetaSchedule's extraction order
 (``transfer-extraction-order``), beside TVM alone, on the development networks at budgets below their task
-counts. ``--siblings`` compares the default policy with the same policy whose every evolution also starts
-from the fastest record of each other task of the run, replayed on the task (``transfer-siblings``:
-``sibling_seeds=1``), beside TVM alone on the development networks. ``--scheduler`` compares the default
-policy with the same policy under the weighted-share task scheduler (``transfer-weighted-share``) and
-under that scheduler with the gradient scheduler's batch sizes (``transfer-weighted-share-full-batches``:
-``first_round_share=1.0``), beside TVM alone on the development networks; its no-transfer and transfer
-arms up to 200 trials are the siblings study's, copied (work dirs and points) before each new arm is
-added with ``--redo-arm``. ``--dev-default`` is the default policy beside TVM alone on the development
+counts. ``--dev-default`` is the default policy beside TVM alone on the development
 networks, the one with larger weights included.
 
 ``--also-pack LABEL=PATH`` compares packs: every transfer arm is also tuned with the pack at PATH, as arm
@@ -50,8 +43,6 @@ they stood: a grown pack is judged against the runs of the pack before it withou
     nice -n 19 python -m benchmarks.transfer_networks --blend > work/bench_blend.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --seeds-once --timing-runs 2 > work/seeds.log 2>&1 &
     nice -n 19 python -m benchmarks.transfer_networks --task-order > work/bench_task_order.log 2>&1 &
-    nice -n 19 python -m benchmarks.transfer_networks --siblings --timing-runs 2 > work/siblings.log 2>&1 &
-    nice -n 19 python -m benchmarks.transfer_networks --scheduler --redo-arm transfer-weighted-share ...
     nice -n 19 python -m benchmarks.transfer_networks --dev-default --pack OLD --also-pack grown=NEW ...
     nice -n 19 python -m benchmarks.transfer_networks --also-pack grown=NEW --redo-arm transfer@grown ...
     python -m benchmarks.transfer_networks --quick       # smoke: mlp block at 8 and 16 trials
@@ -137,6 +128,7 @@ from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.repick import DEFAULT_REPICK
 from tvm_transfer.tuning.rounds import read_rounds
+from tvm_transfer.tuning.run import RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 
 
@@ -160,14 +152,17 @@ class Study:
 
 BUDGETS = (50, 100, 200, 400, 1000, 2000)
 ARMS = {"no-transfer": None, "transfer": DEFAULT_POLICY}
+#: The policy parts as the first study chose among them: no fine-tuning, a rank blend, seeds in every
+#: evolution.
+FIRST_PARTS = {"fine_tune": False, "blend": "rank", "keep_seeds": True}
 DEV_ARMS = {
     "no-transfer": None,
-    "model": TransferPolicy(seed_search=False),
-    "seeds": TransferPolicy(pretrained_model=False),
-    "model+seeds": TransferPolicy(),
+    "model": TransferPolicy(seed_search=False, **FIRST_PARTS),
+    "seeds": TransferPolicy(pretrained_model=False, **FIRST_PARTS),
+    "model+seeds": TransferPolicy(**FIRST_PARTS),
 }
 #: The default policy before its first batch of seeds, which the blend and seeds-once studies measured.
-UNSEEDED_POLICY = TransferPolicy(seed_search=False, fine_tune=True, blend="linear")
+UNSEEDED_POLICY = TransferPolicy(seed_search=False)
 #: The blend study's arms; the seeds-once study tunes beside the first two of them, in the same work dirs.
 BLEND_ARMS = {
     "no-transfer": None,
@@ -250,37 +245,6 @@ STUDIES = {
         {**ARMS, "transfer-extraction-order": dataclasses.replace(DEFAULT_POLICY, tasks_by_work=False)},
         pack_holds="absent",
     ),
-    # The default policy with the best schedules of the run's other tasks replayed into every evolution's
-    # population, at budgets where every task has had its first batch and evolves.
-    "siblings": Study(
-        "transfer_siblings_dev",
-        "Sibling tasks' best schedules in the search's population (development networks)",
-        "siblings",
-        DEV_NETWORKS,
-        (100, 200),
-        {**ARMS, "transfer-siblings": dataclasses.replace(DEFAULT_POLICY, sibling_seeds=1)},
-        pack_holds="absent",
-    ),
-    # The default policy with its network's budget shared by the weighted-share task scheduler after a
-    # first round of at most half of it, at budgets of a few batches per task, where MetaSchedule's
-    # gradient scheduler spends nearly all of it in even rounds; and with the gradient's batch sizes, whose
-    # first round is as long, but which a resumed run, counting earlier records, skips. The no-transfer
-    # and transfer arms are the siblings study's (its work dirs and points, copied).
-    "scheduler": Study(
-        "transfer_scheduler_dev",
-        "Weighted-share task scheduler (development networks)",
-        "scheduler",
-        DEV_NETWORKS,
-        (100, 200),
-        {
-            **ARMS,
-            "transfer-weighted-share": dataclasses.replace(DEFAULT_POLICY, task_scheduler="weighted-share"),
-            "transfer-weighted-share-full-batches": dataclasses.replace(
-                DEFAULT_POLICY, task_scheduler="weighted-share", first_round_share=1.0
-            ),
-        },
-        pack_holds="absent",
-    ),
     # The default policy beside TVM alone on the development networks, the larger-weights one included;
     # with --also-pack, the default policy with a second pack too (e.g. the pack grown by a network).
     "dev-default": Study(
@@ -324,19 +288,13 @@ def _tune_arm(network: str, policy, pack, budget: int, seed: int, work_dir: Path
     options = TuneOptions(trials=budget, seed=seed, progress=True)
     start = time.perf_counter()
     fresh = not (work_dir / RECORD_FILE).exists()
-    uses_pack = policy is not None
-    cost_model = policy.cost_model(pack, seed=seed) if uses_pack else "tvm-xgb"
+    # TVM alone: no pack, so TVM's model, search and task order, whatever the policy.
+    plan = policy.plan(pack, options) if policy is not None else DEFAULT_POLICY.plan(None, options)
     result = tune_network(
-        load_model(network),
-        work_dir,
-        cost_model=cost_model,
-        target=target,
-        options=options,
-        search_strategy=policy.search_strategy(pack, options) if uses_pack else None,
-        # TVM alone: no pack, so MetaSchedule's own task order and scheduler, whatever the policy.
-        **(policy or DEFAULT_POLICY).network_tuning(pack if uses_pack else None),
+        RunConfig.make(load_model(network), work_dir, target=target, options=options, plan=plan)
     )
     rounds = read_rounds(work_dir)
+    cost_model = plan.cost_model
     guarded = isinstance(cost_model, GuardedCostModel)
     return {
         "trials": rounds[-1]["trials"] if rounds else 0,
@@ -969,8 +927,6 @@ def main(argv: list[str] | None = None) -> int:
         ("blend", "the guard's rank blend against its linear blend, on development networks"),
         ("seeds-once", "the default policy with a first batch of the pack's seeds, on development networks"),
         ("task-order", "the default policy's tasks heaviest first against extraction order, dev networks"),
-        ("siblings", "the default policy with the other tasks' best schedules in its search, dev networks"),
-        ("scheduler", "the default policy with the weighted-share task scheduler, dev networks"),
         ("dev-default", "the default policy beside TVM alone on development networks (see --also-pack)"),
         ("quick", "smoke run: one small block, two budgets"),
     ):

@@ -91,8 +91,10 @@ from tvm_transfer.transfer import DEFAULT_PACK
 from tvm_transfer.transfer.guard import GuardedCostModel
 from tvm_transfer.transfer.pack import TransferPack
 from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.retime import retime
+from tvm_transfer.tuning.run import NetworkRun, RunConfig, extract_network_tasks
 from tvm_transfer.tuning.session import Measurement, TuneOptions
 from tvm_transfer.tuning.task_selection import task_work
 
@@ -105,27 +107,10 @@ BASELINE = "tvm-xgb-nowarmup"
 #: The transfer arms (name: policy) of the held-out study, and of the development study.
 ARMS = {"transfer": DEFAULT_POLICY}
 DEV_ARMS = {
-    **{
-        f"tuned-model-guard{n}": TransferPolicy(seed_search=False, fine_tune=True, guard_min_measured=n)
-        for n in (4, 16)
-    },
-    "tuned-model-guard16-pop512": TransferPolicy(seed_search=False, fine_tune=True, population_size=512),
-    "tuned-model-guard16-anchor1": TransferPolicy(fine_tune=True, measured_seeds=1),
-    "tuned-model-guard16-anchor1-once": TransferPolicy(fine_tune=True, measured_seeds=1, keep_seeds=False),
-    "tuned-rank-model-guard16": TransferPolicy(seed_search=False, fine_tune=True, model_name="xgboost-rank"),
-    "tuned-model-guard16-power4": TransferPolicy(seed_search=False, fine_tune=True, selection_power=4.0),
-    "tuned-model-guard16-linear": TransferPolicy(seed_search=False, fine_tune=True, blend="linear"),
-    "tuned-model-guard16-linear-passes2": TransferPolicy(seed_search=False, fine_tune=True, blend="linear"),
-    "tuned-model-guard16-linear-seeds-once": TransferPolicy(fine_tune=True, blend="linear", keep_seeds=False),
+    "tuned-model-guard16": TransferPolicy(seed_search=False, blend="rank"),
+    "tuned-model-guard16-linear": TransferPolicy(seed_search=False),
+    "tuned-model-guard16-linear-seeds-once": TransferPolicy(),
 }
-#: Arms whose runner measures every candidate more than once, keeping its fastest timing
-#: (``TimedRunner(passes=...)``); every other arm, and the baseline as TVM tunes, measures once.
-MEASURE_PASSES = {"tuned-model-guard16-linear-passes2": 2}
-
-
-def _measure_passes(arm: str) -> int:
-    """Times ``arm``'s runner measures each candidate (an ``ARM@LABEL`` arm as its ``ARM``)."""
-    return MEASURE_PASSES.get(arm.split("@")[0], 1)
 
 
 #: Seeds of every arm's search and models; an operator's figures are geometric means over them.
@@ -186,27 +171,19 @@ def _tune(
     target,
     trials: int,
     seed: int,
-    passes: int,
 ) -> dict:
     """Tune ``task`` alone with ``policy`` (``None``: the baseline) to ``trials`` trials in ``work_dir``
-    (resuming), the search and the models seeded with ``seed``, each candidate measured ``passes`` times
-    (the fastest kept); what it took, and the guard's weight after each batch it measured."""
+    (resuming), the search and the models seeded with ``seed``; what it took, and the guard's weight after
+    each batch it measured."""
     options = TuneOptions(trials=trials, trials_per_iter=TRIALS_PER_ITER, seed=seed)
-    parts: dict = {"cost_model": BASELINE}
-    if policy is not None:
-        parts = {
-            "cost_model": policy.cost_model(pack, seed=seed),
-            "search_strategy": policy.search_strategy(pack, options),
-            "transfer_pack": pack,
-            "refine_from_pack": policy.refine_exact,
-        }
+    plan = policy.plan(pack, options) if policy is not None else TuningPlan(cost_model=BASELINE)
     start = time.perf_counter()
-    builder, runner = measuring_workers(target, passes=passes)
+    builder, runner = measuring_workers(target)
+    config = RunConfig.make(network, work_dir, target=target, options=options, plan=plan)
     result = tune_network(
-        network, work_dir, tasks=[task], target=target, options=options,
-        measure=Measurement(builder=builder, runner=runner), **parts,
-    )  # fmt: skip
-    guard = parts["cost_model"]
+        NetworkRun(config, tasks=[task]), measure=Measurement(builder=builder, runner=runner)
+    )
+    guard = plan.cost_model
     weights = [d.weight for d in guard.decisions_] if isinstance(guard, GuardedCostModel) else None
     return {
         "from_pack": bool(result.from_pack),
@@ -232,7 +209,7 @@ def _measure_operator(
         row["arms"][arm] = {}
         for seed in args.seeds:
             work_dir = work_root / model_slug(network) / task.task_name / arm / f"seed{seed}"
-            run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed, _measure_passes(arm))
+            run = _tune(network, task, policy, arm_pack, work_dir, target, last, seed)
             run = _with_tuning_facts(run, earlier.get("arms", {}).get(arm, {}).get(str(seed)))
             records = records_in_order(work_dir)
             row["arms"][arm][str(seed)] = {**run, "records": len(records)}
@@ -522,7 +499,6 @@ def main(argv: list[str] | None = None) -> int:
             "arms": list(args.arms),
             "rounds": args.rounds,
             "seeds": args.seeds,
-            "measure_passes": {arm: _measure_passes(arm) for arm in args.arms},
             "planned": [[network, task.task_name] for network, task, _ in operators],
             **run_context(pack, target),
             "also_packs": {label: pack_context(other) for label, other in also_packs.items()},

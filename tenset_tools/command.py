@@ -172,6 +172,16 @@ def run(
         return 130
 
 
+def refuse_unused(args: argparse.Namespace, options: Mapping[str, tuple[str, object]], needs: str) -> None:
+    """Raise :class:`UsageError` naming every option of ``options`` (flag: ``(dest, default)``) that
+    ``args`` sets to other than its default, when the run will not read them: ``needs`` says what would
+    (e.g. ``"give --trials N to tune first"``). An option accepted and ignored would let a user believe it
+    acted."""
+    given = [flag for flag, (dest, default) in options.items() if getattr(args, dest, default) != default]
+    if given:
+        raise UsageError(f"{', '.join(given)}: not used by this run; {needs}, or leave it out")
+
+
 def bounded_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
     """An argparse ``type``: an integer in ``[minimum, maximum]`` (either bound optional); a value
     outside is refused with a message naming it and the allowed range."""

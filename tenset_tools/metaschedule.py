@@ -12,8 +12,7 @@ stores failed builds and failed runs alike with ``run_secs = [1e10]``; such reco
 ``error_kind = "measure_error"``.
 
 A collector may put a sidecar ``tenset_network.json`` next to the database (:class:`Sidecar`) that
-names the network the tasks were extracted from, each task's weight (occurrences in the network) and how
-the candidates were timed.
+names the network the tasks were extracted from and each task's weight (occurrences in the network).
 """
 
 from __future__ import annotations
@@ -191,13 +190,11 @@ def _non_unit_spatial_axes(block) -> int:
 
 @dataclass(frozen=True)
 class Sidecar:
-    """A work dir's sidecar: the network its tasks were extracted from, ``{task_id: (task name, weight)}``
-    of those tasks, and how its candidates were timed (``"warm"`` or ``"cold"``; ``None`` when not
-    recorded, as in work dirs from before it was)."""
+    """A work dir's sidecar: the network its tasks were extracted from and ``{task_id: (task name,
+    weight)}`` of those tasks."""
 
     network: str
     tasks: dict[str, tuple[str, float]]
-    measure_caches: str | None = None
 
     @property
     def weights(self) -> dict[str, float]:
@@ -217,8 +214,6 @@ def write_sidecar(work_dir: str | os.PathLike, sidecar: Sidecar) -> None:
         "network": sidecar.network,
         "tasks": {tid: {"name": name, "weight": weight} for tid, (name, weight) in sidecar.tasks.items()},
     }
-    if sidecar.measure_caches is not None:
-        content["measure_caches"] = sidecar.measure_caches
     atomic_write_text(Path(work_dir) / SIDECAR_FILE, json.dumps(content, indent=1, sort_keys=True))
 
 
@@ -229,7 +224,7 @@ def read_sidecar(work_dir: str | os.PathLike) -> Sidecar | None:
         return None
     content = json.loads(path.read_text())
     tasks = {tid: (t["name"], float(t["weight"])) for tid, t in content["tasks"].items()}
-    return Sidecar(content["network"], tasks, content.get("measure_caches"))
+    return Sidecar(content["network"], tasks)
 
 
 def sidecar_network(work_dir: str | os.PathLike) -> str | None:

@@ -22,6 +22,7 @@ from tenset_tools.schema import read_dataset
 from tvm_transfer.target import host_cpu_name
 from tvm_transfer.tuning.collect import CpuTarget, add_store_features, collect, parse_targets, plan
 from tvm_transfer.tuning.session import TuneOptions
+from tvm_transfer.tuning.workdir import WorkDir
 
 LOOPBACK = "127.0.0.1"
 DEVICE_KEY = "tvm-transfer-test"
@@ -136,7 +137,8 @@ def test_collect_locally_on_one_core_then_resume(tmp_path):
     sidecar = read_sidecar(work_dir)
     weights = sidecar.weights
     assert sidecar.network == "mlp" and len(weights) == 3 and set(frame["task_id"]) <= set(weights)
-    assert sidecar.measure_caches == "warm"  # the collection times candidates as MetaSchedule does
+    # The collection times candidates as MetaSchedule does.
+    assert WorkDir(work_dir).settings().measure_caches == "warm"
     # The same command again: everything is measured already, nothing new is measured.
     again = collect(*arguments, options=OPTIONS, progress=False)
     assert again.new_measurements == 0 and len(read_dataset(out)) == 4

@@ -36,8 +36,10 @@ from tvm_transfer.networks import (
 from tvm_transfer.networks.torchvision_models import classification_models
 from tvm_transfer.runtimes import export_onnx
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import apply_transfer_pack, extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.rounds import read_rounds
+from tvm_transfer.tuning.run import RunConfig, extract_network_tasks
+from tvm_transfer.tuning.workdir import WorkDir
 
 SMALL_IMAGE = (1, 3, 32, 32)  # torchvision networks at a small input: the same layers, fast to run untuned
 
@@ -165,9 +167,13 @@ def test_an_onnx_file_exported_from_torchvision_tunes_and_compiles_against_onnx_
     assert [x.shape for x in model.inputs] == [SMALL_IMAGE]
     assert model_slug(str(path)) == "mobilenet"
     work_dir = tmp_path / "work"
-    tuned = tune_network(model, work_dir, target=target, options=replace(small_options, trials=8))
+    tuned = tune_network(
+        RunConfig.make(model, work_dir, target=target, options=replace(small_options, trials=8))
+    )
     assert 8 <= sum(row[4] for row in tuned.tasks) <= 16  # the scheduler may finish its last batch
-    compiled = compile_network(model, work_dir, target=target, runtimes=("onnxruntime",), rounds=1)
+    compiled = compile_network(
+        RunConfig.make(model, work_dir, target=target), runtimes=("onnxruntime",), rounds=1
+    )
     names = [r.name for r in compiled.results]
     assert names == ["TVM", "ONNX Runtime"]
     assert all(r.status == "ok" for r in compiled.results)
@@ -177,7 +183,9 @@ def test_an_onnx_file_exported_from_torchvision_tunes_and_compiles_against_onnx_
 def test_a_user_factory_with_two_inputs_compiles_and_matches_pytorch(factory_dir, target, tmp_path):
     model = load_model("user_models:make")
     assert model.kind == "factory" and [x.shape for x in model.inputs] == [(2, 16), (2, 8)]
-    compiled = compile_network(model, tmp_path / "work", target=target, runtimes=("eager",), rounds=1)
+    compiled = compile_network(
+        RunConfig.make(model, tmp_path / "work", target=target), runtimes=("eager",), rounds=1
+    )
     assert compiled.results[1].status == "ok"
     assert compiled.max_abs_error < 1e-5
 
@@ -238,7 +246,9 @@ def test_a_dynamic_onnx_input_needs_an_input_shape(tmp_path):
 
 def test_a_missing_comparison_runtime_is_reported_not_available(target, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if it were not installed
-    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager", "onnxruntime"), rounds=1)
+    compiled = compile_network(
+        RunConfig.make("mlp", tmp_path, target=target), runtimes=("eager", "onnxruntime"), rounds=1
+    )
     statuses = {r.name: r.status for r in compiled.results}
     assert statuses["TVM"] == "ok" and statuses["PyTorch eager"] == "ok"
     assert statuses["ONNX Runtime"].startswith("not available")
@@ -291,7 +301,9 @@ def test_network_tuning_killed_half_way_resumes_and_loses_nothing(tmp_path):
 def test_a_budget_smaller_than_one_batch_per_task_still_tunes_every_task(target, small_options, tmp_path):
     # Two tasks, 8 trials, batches of 8: MetaSchedule alone would give the whole budget to the first task
     # and leave the other on TVM's unscheduled lowering.
-    result = tune_network("resnet_block", tmp_path, target=target, options=replace(small_options, trials=8))
+    result = tune_network(
+        RunConfig.make("resnet_block", tmp_path, target=target, options=replace(small_options, trials=8))
+    )
     assert len(result.tasks) == 2
     assert all(trials >= 1 for *_, trials in result.tasks)
     assert np.isfinite(result.weighted_latency)
@@ -351,7 +363,7 @@ def test_batch_norm_folded_into_the_convolutions_leaves_their_count_and_the_outp
     # As imported, each of the block's three convolutions divides by batch norm's standard deviation.
     assert sum("conv2d" in t.task_name and "divide" in t.task_name for t in plain) == 3
     assert len(folded) == len(plain) and not any("divide" in t.task_name for t in folded)
-    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(RunConfig.make(model, tmp_path, target=target), runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4
 
 
@@ -371,7 +383,7 @@ def test_convolutions_imported_channels_last_keep_the_output(target, tmp_path):
     # of the block's NCHW input and output.
     operators = [getattr(call.op, "name", "") for f in model.relax.functions.values() for call in _calls(f)]
     assert operators.count("relax.permute_dims") == 2 and "relax.clip" not in operators
-    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(RunConfig.make(model, tmp_path, target=target), runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4
 
 
@@ -398,7 +410,7 @@ def test_attention_after_a_convolution_imports_channels_last_and_keeps_the_outpu
         torch_module=_PatchesIntoAttention().eval(),
         conv_layout="NHWC",
     )
-    compiled = compile_network(model, tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(RunConfig.make(model, tmp_path, target=target), runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4
 
 
@@ -474,10 +486,12 @@ def test_a_layout_is_named_by_a_suffix_after_the_shape_and_the_default_layout_by
 
 def test_a_work_dir_tuned_in_one_layout_is_refused_for_the_other(target, tmp_path):
     tasks = extract_network_tasks(load_model("mobilenet_v2_block"), target)
-    apply_transfer_pack(None, "mobilenet_v2_block", tasks, tmp_path, target)  # names the work dir's network
+    WorkDir(tmp_path).name_tasks("mobilenet_v2_block", tasks)  # names the work dir's network
     refusal = "tuned for 'mobilenet_v2_block', convolutions NCHW: tune and compile it with that layout"
     with pytest.raises(ValueError, match=refusal):
-        compile_network("mobilenet_v2_block@nhwc", tmp_path, target=target, runtimes=(), rounds=1)
+        compile_network(
+            RunConfig.make("mobilenet_v2_block@nhwc", tmp_path, target=target), runtimes=(), rounds=1
+        )
     assert main(["compile", "mobilenet_v2_block", "--conv-layout", "nhwc", "--work-dir", str(tmp_path)]) == 2
 
 
@@ -490,5 +504,7 @@ def _calls(func) -> list:
 # MobileNet-V3 channels last: its hard swish and squeeze-excitation's hard sigmoid in NHWC.
 @pytest.mark.parametrize("name", ["torchvision:resnet18", "torchvision:mobilenet_v3_large@nhwc"])
 def test_untuned_torchvision_network_matches_pytorch(name, target, tmp_path):
-    compiled = compile_network(load_model(name, SMALL_IMAGE), tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(
+        RunConfig.make(load_model(name, SMALL_IMAGE), tmp_path, target=target), runtimes=(), rounds=1
+    )
     assert np.isfinite(compiled.max_abs_error) and compiled.max_abs_error < 1e-3

@@ -1,13 +1,12 @@
 """The timed runner and the shared workers. On real measurements: a candidate that runs past the deadline
-has its worker killed and fails saying so, and the next candidate is measured by a fresh worker; with
-several passes each candidate is measured that often, a failed one once; the runs of one process share
-their workers, and a worker killed in one run leaves the next one measuring; a runner's worker is replaced
-after a set number of measurements (its memory grows with each). On scripted measurements:
-which pass is kept, and that a run stopped half way hands on what it measured, once."""
+has its worker killed and fails saying so, and the next candidate is measured by a fresh worker; each
+candidate is measured once and handed on as measured; the runs of one process share their workers, and a
+worker killed in one run leaves the next one measuring; a runner's worker is replaced after a set number
+of measurements (its memory grows with each). On scripted measurements: a run stopped half way hands on
+what it measured, once."""
 
 from __future__ import annotations
 
-import pytest
 from ms_helpers import sample_candidates, tune_context
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -106,10 +105,10 @@ class CountingRunner(TimedRunner._cls):
         return result
 
 
-def test_each_candidate_keeps_its_fastest_pass_and_a_failed_one_is_not_measured_again(target, matmul):
+def test_each_candidate_is_measured_once_and_handed_on_as_measured(target, matmul):
     inputs = _built_inputs(target, matmul)
     missing = ms.runner.RunnerInput("/nonexistent/artifact.tar", "cpu", inputs[0].args_info)
-    runner = CountingRunner(local_runner(number=1, min_repeat_ms=0), passes=3)
+    runner = CountingRunner(local_runner(number=1, min_repeat_ms=0))
     handed = []
     runner.on_result = lambda runner_input, result: handed.append((str(runner_input.artifact_path), result))
     try:
@@ -117,11 +116,11 @@ def test_each_candidate_keeps_its_fastest_pass_and_a_failed_one_is_not_measured_
     finally:
         runner.pool.shutdown()
     paths = [str(i.artifact_path) for i in (*inputs, missing)]
-    assert [len(runner.seconds[path]) for path in paths] == [3, 3, 1]
+    assert [len(runner.seconds[path]) for path in paths] == [1, 1, 1]
     assert [path for path, _ in handed] == paths
     assert all(h.same_as(r) for (_, h), r in zip(handed, results, strict=True))
     for path, result in zip(paths[:2], results[:2], strict=True):
-        assert result.error_msg is None and runner_seconds(result) == min(runner.seconds[path])
+        assert result.error_msg is None and runner_seconds(result) == runner.seconds[path][0]
     assert results[2].error_msg
 
 
@@ -134,11 +133,11 @@ def _result(seconds: float | None) -> ms.runner.RunnerResult:
 
 @derived_object
 class ScriptedRunner(TimedRunner._cls):
-    """The timed runner with its measurements taken from a script: per artifact, the seconds of each pass
-    in turn (``None``: the pass fails), raising ``KeyboardInterrupt`` when the script says ``"stop"``."""
+    """The timed runner with its measurements taken from a script: per artifact, the seconds of its
+    measurement (``None``: it fails), raising ``KeyboardInterrupt`` when the script says ``"stop"``."""
 
-    def __init__(self, script: dict[str, list], passes: int) -> None:
-        super().__init__(local_runner(), passes=passes)
+    def __init__(self, script: dict[str, list]) -> None:
+        super().__init__(local_runner())
         self.script = {path: list(steps) for path, steps in script.items()}
 
     def _measure(self, runner_input: ms.runner.RunnerInput) -> ms.runner.RunnerResult:
@@ -148,10 +147,10 @@ class ScriptedRunner(TimedRunner._cls):
         return _result(step)
 
 
-def _scripted_run(script: dict[str, list], passes: int) -> tuple[list, list, dict]:
+def _scripted_run(script: dict[str, list]) -> tuple[list, list, dict]:
     """Run ``script``'s artifacts through a :class:`ScriptedRunner`: the results (``None`` when the run was
     stopped), what was handed on (path, seconds) and what is left of the script."""
-    runner = ScriptedRunner(script, passes)
+    runner = ScriptedRunner(script)
     handed = []
     runner.on_result = lambda runner_input, result: handed.append(
         (str(runner_input.artifact_path), runner_seconds(result))
@@ -166,32 +165,7 @@ def _scripted_run(script: dict[str, list], passes: int) -> tuple[list, list, dic
     return results, handed, runner.script
 
 
-def test_the_fastest_pass_is_kept_whichever_it_is_and_a_failed_pass_never_replaces_it():
-    script = {
-        "first": [1.0, 3.0, 2.0],
-        "middle": [3.0, 1.0, 2.0],
-        "last": [3.0, 2.0, 1.0],
-        "flaky": [2.0, None, None],
-    }
-    results, handed, left = _scripted_run(script, passes=3)
-    assert results == [1.0, 1.0, 1.0, 2.0]
-    assert handed == list(zip(script, results, strict=True))
-    assert not any(left.values())
-
-
 def test_a_run_stopped_half_way_hands_on_each_measured_candidate_once():
-    # Stopped in the last pass: "a" was handed on in it, "b" and "c" are handed on with their first pass.
-    results, handed, _ = _scripted_run({"a": [2.0, 1.0], "b": [3.0, "stop"], "c": [4.0]}, passes=2)
-    assert results is None and handed == [("a", 1.0), ("b", 3.0), ("c", 4.0)]
-    # Stopped in the first pass: "c" was never measured and is not handed on.
-    results, handed, _ = _scripted_run({"a": [2.0, 1.0], "b": ["stop"], "c": [4.0]}, passes=2)
-    assert results is None and handed == [("a", 2.0)]
-
-
-def test_passes_below_one_are_refused():
-    runner = local_runner()
-    try:
-        with pytest.raises(ValueError, match="passes must be at least 1"):
-            TimedRunner(runner, passes=0)
-    finally:
-        runner.pool.shutdown()
+    results, handed, left = _scripted_run({"a": [2.0], "b": [None], "c": ["stop"], "d": [4.0]})
+    assert results is None and handed == [("a", 2.0), ("b", float("inf"))]
+    assert left == {"a": [], "b": [], "c": [], "d": [4.0]}  # "d" was never measured

@@ -11,9 +11,11 @@ from tenset_tools.flops import estimate_flops
 from tvm_transfer.cli import main
 from tvm_transfer.search_strategy.replay import block_signature, replay_trace
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import NetworkRun, RunConfig, extract_network_tasks
 from tvm_transfer.tuning.schedule_transfer import transfer_schedules
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import (
     TaskSelection,
     allocate_trials,
@@ -22,6 +24,7 @@ from tvm_transfer.tuning.task_selection import (
     select_tasks,
     task_work,
 )
+from tvm_transfer.tuning.workdir import open_database
 
 BERT_MATMULS = {"fused_matmul3_add31", "fused_matmul4_add11", "fused_matmul_add1", "fused_matmul2_add11"}
 
@@ -112,7 +115,8 @@ def tuned_matmul(bert_tasks, target, small_options, tmp_path_factory):
     work_dir = tmp_path_factory.mktemp("tuned_matmul")
     source = by_name(bert_tasks, "fused_matmul_add1")
     options = replace(small_options, trials=8, population_size=16)
-    tune_network("bert_tiny_layer", work_dir, target=target, options=options, tasks=[source])
+    config = RunConfig.make("bert_tiny_layer", work_dir, target=target, options=options)
+    tune_network(NetworkRun(config, tasks=[source]))
     return source, work_dir
 
 
@@ -172,9 +176,10 @@ def test_small_budget_reaches_the_heaviest_tasks_first(bert_tasks, target, tmp_p
     # four matmuls that carry most of its work.
     assert {t.task_name for t in bert_tasks[: len(BERT_MATMULS)]} != BERT_MATMULS
     options = TuneOptions(trials=len(BERT_MATMULS), trials_per_iter=1, population_size=16, progress=False)
-    result = tune_network(
-        "bert_tiny_layer", tmp_path, target=target, options=options, tasks=bert_tasks, tasks_by_work=True
+    config = RunConfig.make(
+        "bert_tiny_layer", tmp_path, target=target, options=options, plan=TuningPlan(tasks_by_work=True)
     )
+    result = tune_network(NetworkRun(config, tasks=bert_tasks))
     assert {name for name, *_, trials in result.tasks if trials} == BERT_MATMULS
 
 
@@ -182,9 +187,8 @@ def test_small_budget_reaches_the_heaviest_tasks_first(bert_tasks, target, tmp_p
 def test_network_tuned_with_selection_and_transfer_matches_pytorch(target, small_options, tmp_path):
     # mlp: the first layer carries ~75% of the FLOPs; the second (same structure) gets its schedule.
     options = replace(small_options, trials=8, population_size=16)
-    result = tune_network(
-        "mlp", tmp_path, target=target, options=options, selection=TaskSelection(flops_share=0.7)
-    )
+    run = NetworkRun(RunConfig.make("mlp", tmp_path, target=target, options=options))
+    result = tune_network(run, selection=TaskSelection(flops_share=0.7))
     status = dict(zip([t[0] for t in result.tasks], result.status, strict=True))
     assert status == {
         "fused_matmul2_add21": "default",  # no ReLU: another block structure
@@ -193,7 +197,7 @@ def test_network_tuned_with_selection_and_transfer_matches_pytorch(target, small
     }
     assert result.new_trials == 8 and result.selection["budgets"] == {"fused_matmul_add_relu1": 8}
     assert "transferred-from-fused_matmul_add_relu1" in result.table()
-    compiled = compile_network("mlp", tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(RunConfig.make("mlp", tmp_path, target=target), runtimes=(), rounds=1)
     assert compiled.max_abs_error < 1e-4 and compiled.tvm.seconds > 0
 
 

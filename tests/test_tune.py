@@ -9,26 +9,24 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.metaschedule import read_sidecar
 from tvm_transfer.cli import main
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.networks import constant_bytes, load_model, relax_module
 from tvm_transfer.runner import COLD_RUNS
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import (
-    extract_network_tasks,
-    resolve_measure_caches,
-    tune_network,
-)
+from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.network_profile import VM_BUILTINS, profile_vm
 from tvm_transfer.tuning.operator import best_schedule, tune_workload
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.repick import (
     repick,
     repick_in_network,
     repick_records,
     resolve_repick_mode,
 )
-from tvm_transfer.tuning.session import Measurement, open_database
+from tvm_transfer.tuning.run import RunConfig, extract_network_tasks, resolve_measure_caches
+from tvm_transfer.tuning.session import Measurement
+from tvm_transfer.tuning.workdir import WorkDir, open_database
 
 
 def test_tuning_resumes_from_the_work_dir_and_the_best_schedule_is_correct(
@@ -73,18 +71,29 @@ def test_resumed_run_teaches_the_cost_model_the_failures_of_the_interrupted_one(
     path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
 
     model = make_cost_model("multilevel", use_lowered_features=False)
-    tune_workload(matmul, tmp_path, target=target, options=small_options, cost_model=model, reference=False)
+    tune_workload(
+        matmul,
+        tmp_path,
+        target=target,
+        options=small_options,
+        reference=False,
+        plan=TuningPlan(cost_model=model),
+    )
     # The first update is the warm start: 8 earlier records, the doctored one as a failure (inf cost).
     assert len(model._costs) >= 8
     assert sum(not np.isfinite(c) for c in model._costs[:8]) == 1
 
 
 def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_path):
-    result = tune_network("mlp", tmp_path, target=target, options=replace(small_options, trials=24))
+    result = tune_network(
+        RunConfig.make("mlp", tmp_path, target=target, options=replace(small_options, trials=24))
+    )
     assert [t[0] for t in result.tasks] and all(trials >= 1 for *_, trials in result.tasks)
     assert sum(trials for *_, trials in result.tasks) == 24
     assert np.isfinite(result.weighted_latency)
-    compiled = compile_network("mlp", tmp_path, target=target, runtimes=("eager",), rounds=1, profile=True)
+    compiled = compile_network(
+        RunConfig.make("mlp", tmp_path, target=target), runtimes=("eager",), rounds=1, profile=True
+    )
     assert compiled.tuned_tasks == (len(result.tasks), len(result.tasks))
     assert compiled.max_abs_error < 1e-4
     assert compiled.tvm.seconds > 0 and compiled.results[1].name == "PyTorch eager"
@@ -129,7 +138,7 @@ def test_tuned_network_compiles_and_matches_pytorch(target, small_options, tmp_p
         built = in_network.query_tuning_record(task.dispatched[0], target, "main")
         assert [float(s) for s in built.run_secs] == [p.seconds]
     networked = compile_network(
-        "mlp", tmp_path, target=target, runtimes=("eager",), rounds=1, repick_mode="network"
+        RunConfig.make("mlp", tmp_path, target=target), runtimes=("eager",), rounds=1, repick_mode="network"
     )
     assert networked.max_abs_error < 1e-4 and "in the network" in networked.table()
 
@@ -161,8 +170,10 @@ def test_a_network_tuned_with_cold_caches_times_every_candidate_in_single_flushe
 ):
     model = load_model("mlp")
     options = replace(small_options, trials=8)
-    tune_network(model, tmp_path / "warm", target=target, options=options)
-    tune_network(model, tmp_path / "cold", target=target, options=options, measure_caches="cold")
+    tune_network(RunConfig.make(model, tmp_path / "warm", target=target, options=options))
+    tune_network(
+        RunConfig.make(model, tmp_path / "cold", target=target, options=options, measure_caches="cold")
+    )
     runs = {
         arm: {len(r.run_secs) for r in open_database(tmp_path / arm).get_all_tuning_records()}
         for arm in ("warm", "cold")
@@ -171,11 +182,13 @@ def test_a_network_tuned_with_cold_caches_times_every_candidate_in_single_flushe
     assert runs == {"warm": {1}, "cold": {COLD_RUNS}}
     # Each work dir records how it was timed, and refuses the other way before measuring anything.
     for arm, other in (("warm", "cold"), ("cold", "warm")):
-        assert read_sidecar(tmp_path / arm).measure_caches == arm
+        assert WorkDir(tmp_path / arm).settings().measure_caches == arm
         before = len(open_database(tmp_path / arm).get_all_tuning_records())
         more = replace(options, trials=16)
         with pytest.raises(ValueError, match=f"timed {arm}, and records timed {other} would not compare"):
-            tune_network(model, tmp_path / arm, target=target, options=more, measure_caches=other)
+            tune_network(
+                RunConfig.make(model, tmp_path / arm, target=target, options=more, measure_caches=other)
+            )
         assert len(open_database(tmp_path / arm).get_all_tuning_records()) == before
     command = ["tune-network", "mlp", "--work-dir", str(tmp_path / "warm"), "--trials", "16", "--no-transfer"]
     assert main([*command, "--measure-caches", "cold"]) == 2
@@ -183,12 +196,14 @@ def test_a_network_tuned_with_cold_caches_times_every_candidate_in_single_flushe
     assert resolve_measure_caches("auto", model, cache_bytes=weights) == "warm"
     assert resolve_measure_caches("auto", model, cache_bytes=weights - 1) == "cold"
     with pytest.raises(ValueError, match="unknown measure_caches 'hot'"):
-        tune_network(model, tmp_path / "hot", target=target, options=options, measure_caches="hot")
-    with pytest.raises(ValueError, match="give a runner timing cold"):
         tune_network(
-            model, tmp_path / "own", target=target, options=options, measure_caches="cold",
-            measure=Measurement(runner=ms.runner.LocalRunner()),
-        )  # fmt: skip
+            RunConfig.make(model, tmp_path / "hot", target=target, options=options, measure_caches="hot")
+        )
+    with pytest.raises(ValueError, match="give a runner timing cold"):
+        config = RunConfig.make(
+            model, tmp_path / "own", target=target, options=options, measure_caches="cold"
+        )
+        tune_network(config, measure=Measurement(runner=ms.runner.LocalRunner()))
     assert not (tmp_path / "hot").exists() and not (tmp_path / "own").exists()
 
 
@@ -215,7 +230,7 @@ def test_profile_refuses_fewer_than_one_run_or_warm_call(runs, warm_calls):
 def test_pretraining_networks_compile_untuned_and_match_pytorch(name, target, tmp_path):
     # The networks collected only as pretraining data or development cases: each imports from PyTorch,
     # extracts tasks and, with no tuned schedule, builds with TVM's default lowering to PyTorch's output.
-    compiled = compile_network(name, tmp_path, target=target, runtimes=(), rounds=1)
+    compiled = compile_network(RunConfig.make(name, tmp_path, target=target), runtimes=(), rounds=1)
     assert compiled.tuned_tasks[0] == 0
     assert compiled.max_abs_error < 1e-4
     assert compiled.tvm.seconds > 0

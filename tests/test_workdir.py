@@ -30,13 +30,14 @@ from tvm_transfer.search_strategy.unmeasured import (
     record_program_key,
 )
 from tvm_transfer.target import target_id
-from tvm_transfer.tuning.network import extract_network_tasks
 from tvm_transfer.tuning.operator import tune_workload
-from tvm_transfer.tuning.session import Measurement, open_database, records_of, top_records
+from tvm_transfer.tuning.run import extract_network_tasks
+from tvm_transfer.tuning.session import Measurement, records_of, top_records
 from tvm_transfer.tuning.workdir import (
     LOCK_FILE,
     WorkDirBusyError,
     count_records,
+    open_database,
     set_aside_torn_tails,
     work_dir_lock,
 )

@@ -42,6 +42,8 @@ from tvm_transfer.networks import NETWORKS
 from tvm_transfer.target import target_of_id
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 
@@ -131,15 +133,17 @@ def main() -> None:
         )
         selection = TaskSelection(flops_share=args.flops_share, top_tasks=args.top_tasks)
         result = tune_network(
-            args.network,
-            work_dir / "db",
-            cost_model=model,
-            target=target,
-            options=options,
+            RunConfig.make(
+                args.network,
+                work_dir / "db",
+                target=target,
+                options=options,
+                plan=TuningPlan(cost_model=model),
+            ),
             selection=selection,
         )
         print(result.table())
-        compiled = compile_network(args.network, work_dir / "db", target=target)
+        compiled = compile_network(RunConfig.make(args.network, work_dir / "db", target=target))
         print(compiled.table())
         figures = {
             "source": args.source,

@@ -120,19 +120,17 @@ def measuring_workers(
     *,
     builder: ms.builder.Builder | None = None,
     runner: ms.runner.Runner | None = None,
-    passes: int = 1,
     **runner_options,
 ) -> tuple[ms.builder.Builder, ms.runner.Runner]:
     """The builder and runner of one run, as ``(builder, runner)``: ``builder`` and ``runner`` when given,
-    else the :func:`shared_builder` and a fresh :class:`TimedRunner` measuring each candidate ``passes``
-    times on the :func:`shared_local_runner` of ``runner_options`` (``num_threads`` defaults to
-    :func:`measuring_threads` of ``target``)."""
+    else the :func:`shared_builder` and a fresh :class:`TimedRunner` on the :func:`shared_local_runner` of
+    ``runner_options`` (``num_threads`` defaults to :func:`measuring_threads` of ``target``)."""
     if builder is None:
         builder = shared_builder()
     if runner is None:
         if target is not None:
             runner_options.setdefault("num_threads", measuring_threads(target))
-        runner = TimedRunner(shared_local_runner(**runner_options), passes=passes)
+        runner = TimedRunner(shared_local_runner(**runner_options))
     return builder, runner
 
 
@@ -199,13 +197,8 @@ class TimedRunner(ms.runner.PyRunner):
     runner:
         The ``LocalRunner`` measuring (e.g. :func:`local_runner`).
     deadline_sec:
-        Wall seconds one measurement (one pass of one candidate) may take, worker start included;
-        ``None``: the runner's timeout plus :data:`DEADLINE_GRACE_SEC`.
-    passes:
-        Times each candidate is measured: the batch is measured ``passes`` times over, one candidate
-        after the other, and each candidate keeps its fastest pass. Noise on a shared machine only slows a
-        timing down and comes in bursts, so a burst over one pass of a good candidate no longer hides
-        it. A candidate that failed is not measured again.
+        Wall seconds one measurement of one candidate may take, worker start included; ``None``: the
+        runner's timeout plus :data:`DEADLINE_GRACE_SEC`.
 
     Attributes
     ----------
@@ -214,16 +207,11 @@ class TimedRunner(ms.runner.PyRunner):
         to commit the record at once (:class:`~tvm_transfer.tuning.recording.RecordOnMeasure`).
     """
 
-    def __init__(
-        self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None, passes: int = 1
-    ) -> None:
+    def __init__(self, runner: ms.runner.LocalRunner, deadline_sec: float | None = None) -> None:
         super().__init__()
-        if passes < 1:
-            raise ValueError(f"passes must be at least 1, got {passes}")
         self.inner = runner
-        self.passes = passes
         self.deadline_sec = runner.timeout_sec + DEADLINE_GRACE_SEC if deadline_sec is None else deadline_sec
-        self.walls: dict[str, float] = {}  # artifact path -> wall seconds, summed over passes
+        self.walls: dict[str, float] = {}  # artifact path -> wall seconds
         self.overruns = 0
         self.on_result: Callable[[ms.runner.RunnerInput, ms.runner.RunnerResult], None] | None = None
 
@@ -233,42 +221,14 @@ class TimedRunner(ms.runner.PyRunner):
         return self.inner.pool
 
     def run(self, runner_inputs: list[ms.runner.RunnerInput]) -> list[ms.runner.RunnerFuture]:
-        """Measure ``runner_inputs`` ``passes`` times over, one at a time, and return their results (each
-        candidate's fastest pass) as finished futures; each result is handed to :attr:`on_result` once,
-        during the last pass, or, if the run is stopped half way, before the exception goes on."""
-        results: list[ms.runner.RunnerResult | None] = [None] * len(runner_inputs)
-        handed_on = 0
-        try:
-            for last_pass in [False] * (self.passes - 1) + [True]:
-                for index, runner_input in enumerate(runner_inputs):
-                    results[index] = self._keep_faster(results[index], runner_input)
-                    if last_pass:
-                        handed_on += 1  # counted first: a hand-on that raises is not repeated
-                        self._hand_on(runner_input, results[index])
-        except BaseException:
-            self._hand_on_measured(runner_inputs[handed_on:], results[handed_on:])
-            raise
+        """Measure ``runner_inputs`` one at a time and return their results as finished futures; each
+        result is handed to :attr:`on_result` as soon as it is measured, so a run stopped half way keeps
+        what it measured."""
+        results = []
+        for runner_input in runner_inputs:
+            results.append(self._measure(runner_input))
+            self._hand_on(runner_input, results[-1])
         return [_DoneFuture(result) for result in results]
-
-    def _hand_on_measured(
-        self, runner_inputs: list[ms.runner.RunnerInput], results: list[ms.runner.RunnerResult | None]
-    ) -> None:
-        """Hand on the measured ones of ``results`` (a run stopped half way keeps what it measured)."""
-        for runner_input, result in zip(runner_inputs, results, strict=True):
-            if result is not None:
-                self._hand_on(runner_input, result)
-
-    def _keep_faster(
-        self, kept: ms.runner.RunnerResult | None, runner_input: ms.runner.RunnerInput
-    ) -> ms.runner.RunnerResult:
-        """The faster of ``kept`` (``None`` before the first pass) and a new measurement; a failed
-        candidate is not measured again, and a failed pass never replaces a measured one."""
-        if kept is not None and kept.error_msg:
-            return kept
-        new = self._measure(runner_input)
-        if kept is None or (not new.error_msg and runner_seconds(new) < runner_seconds(kept)):
-            return new
-        return kept
 
     def _measure(self, runner_input: ms.runner.RunnerInput) -> ms.runner.RunnerResult:
         """One measurement of one candidate under the deadline; its wall seconds add to :attr:`walls`."""

@@ -28,6 +28,7 @@ from tvm_transfer.search_strategy.copula import (
     trace_decisions,
 )
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.run import RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 from tvm_transfer.workloads import make_workload
@@ -295,8 +296,8 @@ def test_cli_tune_network_starts_each_task_from_the_source_runs_best(target, tmp
     # Source: an earlier run of the mlp network's heaviest task, in a folder like `tenset-tools collect`'s.
     source = tmp_path / "collected" / "mlp_run"
     options = TuneOptions(trials=8, trials_per_iter=4, population_size=16, progress=False)
-    tune_network("mlp", source, target=target, options=options,
-                 selection=TaskSelection(flops_share=0.7, transfer=False))  # fmt: skip
+    run = RunConfig.make("mlp", source, target=target, options=options)
+    tune_network(run, selection=TaskSelection(flops_share=0.7, transfer=False))
     best = min(load_sources([source]), key=lambda r: r.seconds)
 
     work_dir = tmp_path / "w"

@@ -146,7 +146,7 @@ def test_find_databases_accepts_dirs_files_and_trees(database, tmp_path):
 
 
 def test_op_kinds_of_real_network_tasks(target):
-    from tvm_transfer.tuning.network import extract_network_tasks
+    from tvm_transfer.tuning.run import extract_network_tasks
 
     kinds = {}
     for network in ("mobilenet_v2_block", "bert_tiny_layer"):

@@ -7,6 +7,7 @@ import pytest
 
 from tvm_transfer.transfer.pack import build_pack
 from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.run import RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 
 #: Every task of the mlp network gets one batch (3 tasks x 4 candidates).
@@ -22,7 +23,7 @@ def run_options() -> TuneOptions:
 def tuned_mlp(tmp_path_factory, target):
     """``(work dir, NetworkTuneResult)`` of a 12-trial run of ``mlp`` on the host target."""
     work_dir = tmp_path_factory.mktemp("source") / "mlp"
-    return work_dir, tune_network("mlp", work_dir, target=target, options=RUN_OPTIONS)
+    return work_dir, tune_network(RunConfig.make("mlp", work_dir, target=target, options=RUN_OPTIONS))
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ import pytest
 from benchmarks.transfer_exact import _rebuilt_run, _same_schedules, _tuned_runs
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.target import target_id
-from tvm_transfer.tuning.network import extract_network_tasks
-from tvm_transfer.tuning.session import open_database, top_records
+from tvm_transfer.tuning.run import extract_network_tasks
+from tvm_transfer.tuning.session import top_records
+from tvm_transfer.tuning.workdir import open_database
 
 
 def _best_seconds(work_dir, tasks) -> list[float]:

@@ -19,8 +19,11 @@ from tenset_tools.schema import add_normalised_throughput, read_dataset
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.features import KernelFeatureExtractor
 from tvm_transfer.transfer.guard import GuardedCostModel, pretrained_weight
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
-from tvm_transfer.tuning.session import TuneOptions, open_database
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import NetworkRun, RunConfig, extract_network_tasks
+from tvm_transfer.tuning.session import TuneOptions
+from tvm_transfer.tuning.workdir import open_database
 
 
 def _fitted(frame: pd.DataFrame, inverted: bool):
@@ -173,20 +176,6 @@ def test_a_blend_extracts_the_features_once_for_both_models(pack, tuned_mlp, tar
         GuardedCostModel(guard.pretrained, blend="mean")
 
 
-def test_selection_power_sharpens_every_score_alike_whatever_else_is_scored(pack, tuned_mlp, target):
-    work_dir, _ = tuned_mlp
-    context, candidates = _replay(GuardedCostModel(pack.model()), work_dir, target)[0]
-    # Before any measurement the pretrained model alone scores (weight 1).
-    raw = GuardedCostModel(pack.model()).predict(context, candidates)
-    sharp = GuardedCostModel(pack.model(), selection_power=4.0)
-    np.testing.assert_allclose(sharp.predict(context, candidates), np.maximum(raw, 0.0) ** 4)
-    # The search keeps the best-scored candidates of all its generations, each generation scored in its own
-    # call: a candidate's score must not depend on the others scored with it.
-    np.testing.assert_allclose(sharp.predict(context, candidates[:1]), sharp.predict(context, candidates)[:1])
-    with pytest.raises(ValueError, match="selection_power must be > 0"):
-        GuardedCostModel(pack.model(), selection_power=0.0)
-
-
 def test_only_models_of_the_pooled_features_take_shared_rows():
     pooled = make_cost_model("xgboost").shared_features_key()
     assert pooled is not None and make_cost_model("lightgbm").shared_features_key() == pooled
@@ -202,7 +191,9 @@ def test_in_a_real_tuning_run_a_misleading_model_loses_its_weight_and_a_good_one
     # ~2 min on 2 cores: a 32-trial source run of mlp's largest layer, then two guarded 24-trial runs.
     options = TuneOptions(trials=32, trials_per_iter=8, population_size=32, progress=False)
     (task,) = [t for t in extract_network_tasks("mlp", target) if t.task_name == "fused_matmul_add_relu1"]
-    tune_network("mlp", tmp_path / "source", target=target, options=options, tasks=[task])
+    tune_network(
+        NetworkRun(RunConfig.make("mlp", tmp_path / "source", target=target, options=options), [task])
+    )
     from tenset_tools.metaschedule import convert_databases
 
     convert_databases([tmp_path / "source"], tmp_path / "source.parquet")
@@ -214,7 +205,10 @@ def test_in_a_real_tuning_run_a_misleading_model_loses_its_weight_and_a_good_one
     ):
         guard = GuardedCostModel(model)
         options = replace(options, trials=24, seed=1)
-        tune_network("mlp", tmp_path / name, target=target, options=options, tasks=[task], cost_model=guard)
+        config = RunConfig.make(
+            "mlp", tmp_path / name, target=target, options=options, plan=TuningPlan(cost_model=guard)
+        )
+        tune_network(NetworkRun(config, tasks=[task]))
         runs[name] = guard.decisions_
     assert len(runs["good"]) == len(runs["misleading"]) == 3
     assert runs["misleading"][-1].weight == 0.0 and runs["misleading"][-1].running < 0.2

@@ -34,11 +34,8 @@ from tvm_transfer.search_strategy.unmeasured import record_program_key
 from tvm_transfer.target import host_target, target_id
 from tvm_transfer.transfer import schedules as schedules_module
 from tvm_transfer.transfer.apply import (
-    APPLIED_FILE,
+    ExactMatches,
     OtherTargetCandidates,
-    applied_tasks,
-    apply_pack,
-    extracted_pairs,
 )
 from tvm_transfer.transfer.pack import (
     FORMAT_VERSION,
@@ -49,12 +46,14 @@ from tvm_transfer.transfer.pack import (
     build_pack,
     part_checksums,
 )
-from tvm_transfer.transfer.policy import DEFAULT_POLICY
+from tvm_transfer.transfer.policy import DEFAULT_POLICY, TransferPolicy
 from tvm_transfer.transfer.schedules import PACKED_WORKLOADS
 from tvm_transfer.tuning.compile import compile_network
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import RunConfig, extract_network_tasks
 from tvm_transfer.tuning.task_selection import TaskSelection
+from tvm_transfer.tuning.workdir import APPLIED_FILE, WorkDir, open_database
 
 
 @pytest.fixture(scope="module")
@@ -177,25 +176,43 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
 ):
     _, source = tuned_mlp
     work_dir = tmp_path / "again"
-    result = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    result = tune_network(
+        RunConfig.make(
+            "mlp",
+            work_dir,
+            target=target,
+            options=run_options,
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        )
+    )
     assert result.new_trials == 0
     assert sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
     # Each task's schedule carries the latency the pack measured: the source run's best.
     assert [row[3] for row in result.tasks] == pytest.approx([row[3] for row in source.tasks])
-    applied = applied_tasks(work_dir)
+    applied = WorkDir(work_dir).applied_tasks()
     assert {a.target_id for a in applied.values()} == {target_id(target)} and len(applied) == 3
-    compiled = compile_network("mlp", work_dir, target=target, runtimes=[], rounds=1)
+    compiled = compile_network(RunConfig.make("mlp", work_dir, target=target), runtimes=[], rounds=1)
     assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
     # Applying again adds nothing: one record per task.
-    again = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    again = tune_network(
+        RunConfig.make(
+            "mlp",
+            work_dir,
+            target=target,
+            options=run_options,
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        )
+    )
     assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
     # A run tuning a selection of the tasks counts the pack's records as no trials either.
     selected = tune_network(
-        "mlp",
-        tmp_path / "selected",
-        target=target,
-        options=run_options,
-        transfer_pack=pack,
+        RunConfig.make(
+            "mlp",
+            tmp_path / "selected",
+            target=target,
+            options=run_options,
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        ),
         selection=TaskSelection(flops_share=1.0),
     )
     assert selected.status == ["from-pack"] * 3 and [row[4] for row in selected.tasks] == [0, 0, 0]
@@ -211,11 +228,25 @@ def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_t
     assert [pack.measurements(task_id_of_mod(t.dispatched[0]), tid) for t in mlp_tasks] == [4, 4, 4]
     options = dataclasses.replace(run_options, trials=24)
     kept = tune_network(
-        "mlp", tmp_path / "kept", target=target, options=options, transfer_pack=pack, refine_from_pack=False
+        RunConfig.make(
+            "mlp",
+            tmp_path / "kept",
+            target=target,
+            options=options,
+            plan=TuningPlan(refine_from_pack=False, pack_schedules=ExactMatches(pack)),
+        )
     )
     assert kept.new_trials == 0 and kept.refined == []
     work_dir = tmp_path / "refined"
-    result = tune_network("mlp", work_dir, target=target, options=options, transfer_pack=pack)
+    result = tune_network(
+        RunConfig.make(
+            "mlp",
+            work_dir,
+            target=target,
+            options=options,
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        )
+    )
     assert sorted(result.refined) == sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
     # The pack's records count as no trials. (A batch holding a program measured before, the pack's
     # among them, is measured short, so MetaSchedule may run one more.)
@@ -229,7 +260,15 @@ def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_t
         result.table()
     )
     # Tuned on once, a task stays so: a smaller budget measures nothing more and counts the same trials.
-    again = tune_network("mlp", work_dir, target=target, options=run_options, transfer_pack=pack)
+    again = tune_network(
+        RunConfig.make(
+            "mlp",
+            work_dir,
+            target=target,
+            options=run_options,
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        )
+    )
     assert again.new_trials == 0 and sorted(again.refined) == sorted(result.refined)
     assert [row[4] for row in again.tasks] == [row[4] for row in result.tasks]
 
@@ -238,18 +277,35 @@ def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials_and_its_fir
     pack, target, tmp_path, run_options
 ):
     compiled = compile_network(
-        "mlp", tmp_path / "fresh", target=target, runtimes=[], rounds=1, transfer_pack=pack
+        RunConfig.make("mlp", tmp_path / "fresh", target=target, plan=TransferPolicy.build_plan(pack)),
+        runtimes=[],
+        rounds=1,
     )
     assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
-    assert len(applied_tasks(tmp_path / "fresh")) == 3
+    assert len(WorkDir(tmp_path / "fresh").applied_tasks()) == 3
     # The pack's records are not the work dir's measurements: the first tuning run says how it is timed.
     options = dataclasses.replace(run_options, trials=24)
     tuned = tune_network(
-        "mlp", tmp_path / "fresh", target=target, options=options, transfer_pack=pack, measure_caches="cold"
+        RunConfig.make(
+            "mlp",
+            tmp_path / "fresh",
+            target=target,
+            options=options,
+            measure_caches="cold",
+            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+        )
     )
     assert tuned.new_trials > 0 and read_sidecar(tmp_path / "fresh").measure_caches == "cold"
     with pytest.raises(ValueError, match="timed cold, and records timed warm would not compare"):
-        tune_network("mlp", tmp_path / "fresh", target=target, options=options, transfer_pack=pack)
+        tune_network(
+            RunConfig.make(
+                "mlp",
+                tmp_path / "fresh",
+                target=target,
+                options=options,
+                plan=TuningPlan(pack_schedules=ExactMatches(pack)),
+            )
+        )
 
 
 def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):
@@ -264,7 +320,8 @@ def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, t
         assert {r.relation for r in candidates} == {"other-target"}
         assert len(schedules.exact(mod, target)) >= 1 and schedules.other_targets(mod, target) == []
     work_dir = tmp_path / "other"
-    assert apply_pack(pack, extracted_pairs(mlp_tasks), other, work_dir) == {}
+    pairs = [(task.task_name, task.dispatched[0]) for task in mlp_tasks]
+    assert ExactMatches(pack).apply(pairs, other, work_dir) == {}
     assert not (work_dir / APPLIED_FILE).exists()
     records = work_dir / RECORD_FILE
     assert not records.exists() or records.read_text() == ""
@@ -279,9 +336,9 @@ def test_a_work_dir_tuned_for_one_target_is_refused_for_another_before_anything_
     other = _other_target(target)
     refused = f"holds records measured for {target_id(target)}, which a run for {target_id(other)} would"
     with pytest.raises(ValueError, match=re.escape(refused)):
-        tune_network("mlp", work_dir, target=other, options=run_options)
+        tune_network(RunConfig.make("mlp", work_dir, target=other, options=run_options))
     with pytest.raises(ValueError, match=re.escape(refused)):
-        compile_network("mlp", work_dir, target=other, runtimes=[], rounds=1)
+        compile_network(RunConfig.make("mlp", work_dir, target=other), runtimes=[], rounds=1)
     cores = str(other.attrs["num-cores"])
     assert main(["compile", "mlp", "--work-dir", str(work_dir), "--num-cores", cores, "--no-transfer"]) == 2
     assert refused in capsys.readouterr().err
@@ -320,13 +377,17 @@ def test_a_run_on_another_target_measures_the_packs_records_of_its_tasks_first(
     def tune(trials: int):
         options = dataclasses.replace(run_options, trials=trials)
         return tune_network(
-            "mlp",
-            work_dir,
-            target=other,
-            options=options,
-            cost_model=DEFAULT_POLICY.cost_model(pack),
-            search_strategy=DEFAULT_POLICY.search_strategy(pack, options),
-            transfer_pack=pack,
+            RunConfig.make(
+                "mlp",
+                work_dir,
+                target=other,
+                options=options,
+                plan=TuningPlan(
+                    cost_model=DEFAULT_POLICY.cost_model(pack),
+                    search_strategy=DEFAULT_POLICY.search_strategy(pack, options),
+                    pack_schedules=ExactMatches(pack),
+                ),
+            )
         )
 
     result = tune(12)
@@ -541,7 +602,7 @@ def test_an_exact_match_replays_on_a_task_whose_blocks_have_other_names(pack, ml
     record = pack.schedules().exact(other, target)[0]
     with pytest.raises(ScheduleError):  # the trace as measured looks up the source's names
         ms.database.TuningRecord.from_json(list(record.record_json), ms.database.Workload(other))
-    applied = apply_pack(pack, [("other", other)], target, tmp_path)
+    applied = ExactMatches(pack).apply([("other", other)], target, tmp_path)
     assert list(applied) == [0] and applied[0].seconds == record.seconds
     database = open_database(tmp_path)
     schedule = database.query_schedule(other, target, "main")

@@ -11,6 +11,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -21,11 +22,12 @@ from typing import TYPE_CHECKING
 
 from tenset_tools import command
 from tenset_tools.atomic import atomic_write_text
-from tenset_tools.command import Command, UsageError, bounded_float, bounded_int
+from tenset_tools.command import Command, UsageError, bounded_float, bounded_int, refuse_unused
 from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
-from tvm_transfer.tuning.network import MEASURE_CACHES
+from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, REPICK_MODES
+from tvm_transfer.tuning.run import MEASURE_CACHES
 from tvm_transfer.workloads import DEFAULT_SHAPES, SHAPE_PARAMS
 
 __all__ = ["add_target_arguments", "add_tuning_arguments", "build_parser", "main", "resolve_target"]
@@ -88,70 +90,69 @@ def _options(args: argparse.Namespace):
     )
 
 
-def _cost_model(args: argparse.Namespace):
-    """The model saved in ``--model-file`` (any of ours, e.g. a pretrained BiLSTM), else the transfer
-    pack's pretrained model guarded, ``--cost-model`` learning online, else ``--cost-model`` (default TVM's
-    ``XGBModel``; :func:`~tvm_transfer.cli.transfer.transfer_cost_model`); a file that is not a saved model
-    ends the command with its reason."""
-    if not args.model_file:
-        from tvm_transfer.cli.transfer import transfer_cost_model
-        from tvm_transfer.transfer.policy import ONLINE_COST_MODEL
+def _plan(args: argparse.Namespace, pack, options, workload=None, tunes: bool = True):
+    """The run's tuning plan: the default transfer policy's with ``pack``
+    (:func:`~tvm_transfer.cli.transfer.transfer_plan`), its cost model replaced by ``--model-file``'s (a
+    saved model keeps learning from the run) or by ``--cost-model`` pretrained on ``--seed-from``'s runs
+    (``--pretrain-on-sources``, for ``workload``), its search by ``--seed-from``'s copula search. A file
+    that is not a saved model ends the command with its reason."""
+    from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
+    from tvm_transfer.cli.transfer import transfer_plan
+    from tvm_transfer.transfer.policy import ONLINE_COST_MODEL
 
-        if getattr(args, "pretrain_on_sources", False):  # that model is pretrained on --seed-from instead
-            return args.cost_model or ONLINE_COST_MODEL
-        return transfer_cost_model(args)
+    plan = transfer_plan(pack, options, args.cost_model, tunes=tunes)
+    if not tunes:
+        return plan
+    if args.model_file and args.cost_model:
+        raise UsageError(
+            "--model-file and --cost-model exclude each other: the saved model is the one tuning"
+        )
+    if args.model_file:
+        plan = dataclasses.replace(plan, cost_model=_saved_model(args.model_file))
+    elif getattr(args, "pretrain_on_sources", False):
+        online = args.cost_model or ONLINE_COST_MODEL
+        plan = dataclasses.replace(plan, cost_model=copula_cost_model(args, workload, online, options.seed))
+    exclude = workload.ir_module() if workload is not None else None
+    search = copula_strategy(args, options, exclude=exclude)
+    return plan if search is None else dataclasses.replace(plan, search_strategy=search)
+
+
+def _saved_model(path: str):
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
     try:
-        return load_cost_model(args.model_file)
+        return load_cost_model(path)
     except (CostModelFileError, OSError) as error:
         raise UsageError(f"--model-file: {error}") from error
 
 
-def _search_strategy(args: argparse.Namespace, options, exclude=None):
-    """``--seed-from``'s copula search, else the one the transfer pack seeds, else ``None`` (evolutionary
-    search)."""
-    from tvm_transfer.cli.copula import copula_strategy
-    from tvm_transfer.cli.transfer import transfer_search
+def _work_dir(args: argparse.Namespace, pack, name: str):
+    """``--work-dir``, else ``work/<name>-<label>`` (:func:`_default_work_dir`), checked writable."""
+    from tvm_transfer.tuning.workdir import WorkDir
 
-    return copula_strategy(args, options, exclude=exclude) or transfer_search(args, options)
+    return WorkDir.checked(args.work_dir or _default_work_dir(args, pack, name))
 
 
-def _work_dir(args: argparse.Namespace, name: str) -> Path:
-    """``--work-dir``, else ``work/<name>-<label>`` (:func:`_default_work_dir`); raises
-    :class:`~tenset_tools.command.UsageError` when it is a file or cannot be created or written."""
-    from tvm_transfer.tuning.workdir import check_work_dir
-
-    if args.work_dir:
-        return check_work_dir(Path(args.work_dir))
-    return check_work_dir(_default_work_dir(args, name))
-
-
-def _default_work_dir(args: argparse.Namespace, name: str) -> Path:
+def _default_work_dir(args: argparse.Namespace, pack, name: str) -> Path:
     """``work/<name>-<label>`` of :func:`_work_dir` (not created): with a transfer pack ``transfer``, or the
     model file's stem or ``--cost-model`` then ``-transfer``; without one the model file's stem, else the
     ``--cost-model``, else TVM's model. A run with a pack and one without never share a work dir."""
-    from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.transfer.policy import NO_TRANSFER_COST_MODEL
 
-    model_file = getattr(args, "model_file", None)
-    model = Path(model_file).stem if model_file else args.cost_model
-    if resolve_transfer_pack(args) is not None:
+    model = Path(args.model_file).stem if args.model_file else args.cost_model
+    if pack is not None:
         label = f"{model}-transfer" if model else "transfer"
     else:
         label = model or NO_TRANSFER_COST_MODEL
     return Path("work") / f"{name}-{label}"
 
 
-def _check_tuning_without_pack(args: argparse.Namespace, work_dir: Path) -> None:
+def _check_tuning_without_pack(pack, work_dir) -> None:
     """Raise :class:`~tenset_tools.command.UsageError` when a run without a transfer pack
     (``--no-transfer``) would tune in ``work_dir`` and it holds schedules a pack applied: the search would
     start from them, which is not TVM alone."""
-    from tvm_transfer.cli.transfer import resolve_transfer_pack
-    from tvm_transfer.transfer.apply import applied_tasks
-
-    applied = applied_tasks(work_dir)
-    if applied and resolve_transfer_pack(args) is None:
+    applied = work_dir.applied_tasks()
+    if applied and pack is None:
         raise UsageError(
             f"{work_dir} holds {len(applied)} schedule(s) applied from a transfer pack, so tuning on in it "
             "would not be TVM alone: tune it with a transfer pack, or use another work dir"
@@ -160,45 +161,39 @@ def _check_tuning_without_pack(args: argparse.Namespace, work_dir: Path) -> None
 
 def _report(args: argparse.Namespace, result) -> int:
     """Print a tuning result (and its time breakdown with ``--profile``); save it with ``--json``."""
-    print(result.table())
-    if args.profile:
-        _print_profile(result.profile)
+    _print_tuning(args, result)
     if args.json:
         atomic_write_text(args.json, json.dumps(asdict(result), indent=1, default=float))
     return 0
 
 
+def _print_tuning(args: argparse.Namespace, result) -> None:
+    print(result.table())
+    if args.profile:
+        _print_profile(result.profile)
+
+
 def _run_tune(args: argparse.Namespace) -> int:
-    from tvm_transfer.cli.copula import copula_cost_model
     from tvm_transfer.cli.transfer import resolve_transfer_pack
-    from tvm_transfer.transfer.policy import DEFAULT_POLICY
     from tvm_transfer.tuning.operator import tune_workload
-    from tvm_transfer.tuning.workdir import check_work_dir_target, work_dir_lock
+    from tvm_transfer.tuning.workdir import WorkDirMismatchError
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
-    work_dir = _work_dir(args, workload.name)
     target = resolve_target(args)
-    try:
-        check_work_dir_target(work_dir, target)
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    _check_tuning_without_pack(args, work_dir)
+    pack = resolve_transfer_pack(args)
+    work_dir = _work_dir(args, pack, workload.name)
+    _check_tuning_without_pack(pack, work_dir)
     options = _options(args)
-    cost_model = _cost_model(args)
-    with work_dir_lock(work_dir, wait=args.wait):
+    plan = _plan(args, pack, options, workload)
+    with work_dir.lock(wait=args.wait):
         print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
-        result = tune_workload(
-            workload,
-            work_dir,
-            cost_model=copula_cost_model(args, workload, cost_model, options.seed),
-            target=target,
-            options=options,
-            reference=not args.no_reference,
-            search_strategy=_search_strategy(args, options, exclude=workload.ir_module()),
-            transfer_pack=resolve_transfer_pack(args),
-            refine_from_pack=DEFAULT_POLICY.refine_exact,
-        )
+        try:
+            result = tune_workload(
+                workload, work_dir, target=target, options=options, plan=plan, reference=not args.no_reference
+            )
+        except WorkDirMismatchError as error:
+            raise UsageError(str(error)) from error
     return _report(args, result)
 
 
@@ -217,42 +212,90 @@ def _selection(args: argparse.Namespace):
         raise UsageError(str(error)) from error
 
 
-def _load_model(args: argparse.Namespace):
-    """The model named by the ``network`` argument; an unknown or unimportable one is a usage error naming
-    the model and the cause (checked before any tuning)."""
-    from tvm_transfer.networks import load_model, relax_module
-    from tvm_transfer.tuning.network import check_work_dir_layout
-    from tvm_transfer.tuning.workdir import check_work_dir_target
+#: Options only tuning reads, with their defaults: ``compile`` refuses them at ``--trials 0``.
+_TUNING_ONLY = {
+    "--cost-model": ("cost_model", None),
+    "--model-file": ("model_file", None),
+    "--trials-per-iter": ("trials_per_iter", 16),
+    "--population": ("population", 128),
+    "--seed": ("seed", 0),
+    "--measure-caches": ("measure_caches", None),
+    "--profile": ("profile", False),
+    "--quiet": ("quiet", False),
+}
+
+#: Options only the build reads, with their defaults: ``tune-network`` refuses them without ``--compile``.
+_BUILD_ONLY = {
+    "--runtimes": ("runtimes", list(RUNTIMES)),
+    "--rounds": ("rounds", 5),
+    "--tolerance": ("tolerance", 1e-3),
+    "--repick": ("repick", DEFAULT_REPICK),
+    "--profile-network": ("profile_network", False),
+}
+
+
+def _network_config(args: argparse.Namespace, tunes: bool):
+    """The :class:`~tvm_transfer.tuning.run.RunConfig` of a network command, made once: the target, the
+    transfer pack, the model (its convolution layout taken from ``--work-dir`` when the options leave it
+    to ``AUTO``), the work dir, the tuning plan, and the layout-rewrite and cache settings (those not given
+    are the work dir's). An unknown or unimportable model is a usage error naming the cause, before any
+    tuning (a work dir tuned otherwise is refused when the run is prepared)."""
+    from tvm_transfer.cli.transfer import resolve_transfer_pack
+    from tvm_transfer.networks import load_model, model_slug, relax_module
+    from tvm_transfer.tuning.run import RunConfig
+    from tvm_transfer.tuning.workdir import WorkDir
 
     target = resolve_target(args)
     if target.kind.name != "llvm":
         raise UsageError(
             f"--target: networks are tuned and compiled for CPU (llvm) targets, not {target.kind.name!r}"
         )
+    pack = resolve_transfer_pack(args)
+    options = _options(args)
+    given = WorkDir.checked(args.work_dir) if args.work_dir else None
     try:
-        model = load_model(args.network, args.input_shape, conv_layout=args.conv_layout)
-        work_dir = _network_work_dir(args, model)
-        check_work_dir_layout(work_dir, model.name)
-        check_work_dir_target(work_dir, target)
+        model = load_model(args.network, args.input_shape, conv_layout=_conv_layout(args, given))
+        work_dir = given or _work_dir(args, pack, model_slug(model.name, args.input_shape))
+        config = RunConfig.make(
+            model,
+            work_dir,
+            target=target,
+            options=options,
+            plan=_plan(args, pack, options, tunes=tunes),
+            layout_free=False if args.no_layout_rewrite else None,
+            measure_caches=args.measure_caches,
+        )
         relax_module(model)
     except ValueError as error:  # a ModelSourceError too
         raise UsageError(str(error)) from error
-    _note_nchw_work_dir(args, model, work_dir)
-    return model
+    if tunes:
+        _check_tuning_without_pack(pack, work_dir)
+    _note_nchw_work_dir(args, pack, model, work_dir)
+    return config
 
 
-def _note_nchw_work_dir(args: argparse.Namespace, model, work_dir: Path) -> None:
+def _conv_layout(args: argparse.Namespace, work_dir) -> str:
+    """``--conv-layout``; left ``AUTO``, the layout ``work_dir`` (a ``--work-dir``) was tuned with."""
+    from tvm_transfer.networks import AUTO_CONV_LAYOUT, conv_layout_of
+
+    tuned = work_dir.settings().network if work_dir is not None else None
+    if args.conv_layout != AUTO_CONV_LAYOUT or tuned is None:
+        return args.conv_layout
+    return conv_layout_of(tuned)
+
+
+def _note_nchw_work_dir(args: argparse.Namespace, pack, model, work_dir) -> None:
     """Say so when the default layout picked NHWC for ``model`` (tuned in ``work_dir``) and the default
     work dir of the same model in NCHW holds records (tuned before the commands defaulted to NHWC): a run
     would otherwise start over unannounced."""
-    from tenset_tools.metaschedule import has_records
     from tvm_transfer.networks import AUTO_CONV_LAYOUT, conv_layout_of, model_slug, with_conv_layout
+    from tvm_transfer.tuning.workdir import WorkDir
 
     picked = args.conv_layout == AUTO_CONV_LAYOUT and conv_layout_of(args.network) != "NHWC"
     if args.work_dir or not picked or model.conv_layout != "NHWC":
         return
-    nchw = _default_work_dir(args, model_slug(with_conv_layout(model.name, "NCHW"), args.input_shape))
-    if has_records(nchw):
+    nchw = _default_work_dir(args, pack, model_slug(with_conv_layout(model.name, "NCHW"), args.input_shape))
+    if WorkDir(nchw).record_count():
         print(
             f"note: {nchw} holds this model tuned with its convolutions NCHW; this run imports them NHWC "
             f"(the default, faster) into {work_dir}. Pass --conv-layout NCHW to use "
@@ -261,81 +304,44 @@ def _note_nchw_work_dir(args: argparse.Namespace, model, work_dir: Path) -> None
         )
 
 
-def _network_work_dir(args: argparse.Namespace, model) -> Path:
-    """``--work-dir``, else the default work dir of ``model``, named by its layout too (``args.network``
-    does not say which layout ``AUTO`` picked)."""
-    from tvm_transfer.networks import model_slug
-
-    return _work_dir(args, model_slug(model.name, args.input_shape))
-
-
-def _tune_model(args: argparse.Namespace, model, selection=None):
-    """Tune ``model``'s tasks in its work dir up to ``--trials``, holding the work dir's lock (schedule
-    transfer between tasks included); returns the NetworkTuneResult."""
-    from tvm_transfer.cli.transfer import resolve_transfer_pack
-    from tvm_transfer.transfer.policy import DEFAULT_POLICY
-    from tvm_transfer.tuning.network import check_work_dir_caches, resolve_measure_caches, tune_network
-    from tvm_transfer.tuning.workdir import work_dir_lock
-
-    work_dir = _network_work_dir(args, model)
-    try:
-        check_work_dir_caches(work_dir, resolve_measure_caches(args.measure_caches, model))
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    _check_tuning_without_pack(args, work_dir)
-    pack = resolve_transfer_pack(args)
-    with work_dir_lock(work_dir, wait=args.wait):
-        return tune_network(
-            model,
-            work_dir,
-            cost_model=_cost_model(args),
-            target=resolve_target(args),
-            options=_options(args),
-            selection=selection,
-            search_strategy=_search_strategy(args, _options(args)),
-            layout_free=not args.no_layout_rewrite,
-            measure_caches=args.measure_caches,
-            **DEFAULT_POLICY.network_tuning(pack),
-        )
-
-
 def _run_tune_network(args: argparse.Namespace) -> int:
-    selection = _selection(args)
-    model = _load_model(args)
-    result = _tune_model(args, model, selection)
     if not args.compile:
-        return _report(args, result)
-    print(result.table())
-    return _compile_model(args, model, result)
+        refuse_unused(args, _BUILD_ONLY, "give --compile to build the network after tuning")
+    return _run_network(args, tunes=True, compiles=args.compile)
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    model = _load_model(args)
-    tuning = None
-    if args.trials > 0:
-        tuning = _tune_model(args, model)
-        print(tuning.table())
-    return _compile_model(args, model, tuning)
+    if args.trials == 0:
+        refuse_unused(args, _TUNING_ONLY, "give --trials N to tune first")
+    return _run_network(args, tunes=args.trials > 0, compiles=True)
 
 
-def _compile_model(args: argparse.Namespace, model, tuning) -> int:
-    """Build ``model`` from its work dir and print the comparison table; ``--json`` writes it with the
-    tuning result (if any). Exit status 1 when TVM's output differs from the reference by more than
-    ``--tolerance``."""
-    from tvm_transfer.cli.transfer import resolve_transfer_pack
+def _run_network(args: argparse.Namespace, *, tunes: bool, compiles: bool) -> int:
+    """Tune (``tunes``) and build and compare (``compiles``) a network in one run holding its work dir's
+    lock: one config, one extraction of its tasks, one check and preparation of its work dir. ``--json``
+    writes the tuning result, or with ``compiles`` both. Exit status 1 when TVM's output differs from the
+    reference by more than ``--tolerance``."""
     from tvm_transfer.tuning.compile import compile_network
-    from tvm_transfer.tuning.workdir import work_dir_lock
+    from tvm_transfer.tuning.network import tune_network
+    from tvm_transfer.tuning.run import NetworkRun
+    from tvm_transfer.tuning.workdir import WorkDirMismatchError
 
-    work_dir = _network_work_dir(args, model)
-    with work_dir_lock(work_dir, wait=args.wait):
+    selection = _selection(args) if hasattr(args, "flops_share") else None
+    config = _network_config(args, tunes)
+    with config.work_dir.lock(wait=args.wait):
+        try:
+            run = NetworkRun(config)
+        except WorkDirMismatchError as error:
+            raise UsageError(str(error)) from error
+        tuning = tune_network(run, selection=selection) if tunes else None
+        if not compiles:
+            return _report(args, tuning)
+        if tuning is not None:
+            _print_tuning(args, tuning)
         result = compile_network(
-            model,
-            work_dir,
-            target=resolve_target(args),
+            run,
             runtimes=args.runtimes,
             rounds=args.rounds,
-            layout_free=not args.no_layout_rewrite,
-            transfer_pack=resolve_transfer_pack(args) if tuning is None else None,  # tuning applied it
             profile=args.profile_network,
             repick_mode=args.repick,
         )
@@ -456,8 +462,6 @@ def _input_shape(text: str) -> tuple[int, ...]:
 
 def _runtime_keys(text: str) -> list[str]:
     """``--runtimes``: ``none`` or comma-separated keys of :data:`tvm_transfer.runtimes.RUNTIMES`."""
-    from tvm_transfer.runtimes import RUNTIMES
-
     keys = [] if text == "none" else text.split(",")
     unknown = [key for key in keys if key not in RUNTIMES]
     if unknown or len(set(keys)) != len(keys):
@@ -469,7 +473,6 @@ def _runtime_keys(text: str) -> list[str]:
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from tvm_transfer.networks import AUTO_CONV_LAYOUT, CONV_LAYOUTS, NETWORKS
-    from tvm_transfer.runtimes import RUNTIMES
 
     parser.add_argument("network", metavar="MODEL", help=MODEL_HELP.format(builtin=", ".join(NETWORKS)))
     parser.add_argument(
@@ -489,7 +492,7 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-layout-rewrite",
         action="store_true",
-        help="do not let schedules re-lay out the weights (tune and compile with the same setting)",
+        help="do not let schedules re-lay out the weights (the work dir records it: compile follows)",
     )
     parser.add_argument(
         "--runtimes",
@@ -514,18 +517,12 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s; docs/models.md)",
     )
     parser.add_argument(
-        "--no-repick", dest="repick", action="store_const", const="none", help="the same as --repick none"
-    )
-    parser.add_argument(
-        "--repick-cold", dest="repick", action="store_const", const="cold", help="the same as --repick cold"
-    )
-    parser.add_argument(
         "--measure-caches",
         choices=MEASURE_CACHES,
-        default="warm",
         help="how tuning times each candidate: warm (runs back to back, as MetaSchedule does) or cold "
         "(caches flushed of its weights before every run); auto: cold when the network's weights outgrow "
-        "the last-level cache, else warm (default: %(default)s; measure a work dir one way only)",
+        "the last-level cache, else warm (default: as the work dir was tuned, else warm; a work dir is "
+        "measured one way only)",
     )
     parser.add_argument(
         "--profile-network",

@@ -12,11 +12,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from tenset_tools.command import Command, UsageError, bounded_float, bounded_int
+from tenset_tools.command import Command, UsageError, bounded_float, bounded_int, refuse_unused
 from tvm_transfer.search_strategy.copula.copula import DISTRIBUTIONS, ORDERS
 
 if TYPE_CHECKING:
     from tvm.target import Target
+
+
+#: The defaults of the copula options (the paper's: 0.3, truncated_gaussian, sampling order).
+QUANTILE, DISTRIBUTION, ORDER = 0.1, "gaussian_kde", "density"
 
 
 def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False) -> None:
@@ -39,19 +43,19 @@ def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False)
     group.add_argument(
         "--copula-quantile",
         type=bounded_float(0.0, 1.0, open_minimum=True),
-        default=0.1,
-        help="best share of each source task kept (default 0.1; the paper: 0.3)",
+        default=QUANTILE,
+        help="best share of each source task kept (default %(default)s; the paper: 0.3)",
     )
     group.add_argument(
         "--copula-distribution",
         choices=list(DISTRIBUTIONS),
-        default="gaussian_kde",
-        help="marginals of the copula columns (default gaussian_kde; the paper: truncated_gaussian)",
+        default=DISTRIBUTION,
+        help="marginals of the copula columns (default %(default)s; the paper: truncated_gaussian)",
     )
     group.add_argument(
         "--copula-order",
         choices=ORDERS,
-        default="density",
+        default=ORDER,
         help="proposal order: the conditional centre first, then by copula density (default); the centre, "
         "then most often generated; most often generated first; or sampling order (the paper)",
     )
@@ -81,6 +85,17 @@ def add_copula_arguments(parser: argparse.ArgumentParser, network: bool = False)
     group.add_argument(
         "--few-shot", action="store_true", help="only measure the copula samples (up to --trials), in order"
     )
+
+
+#: The options that shape a copula search from ``--seed-from``'s runs, with their defaults.
+_SOURCE_OPTIONS = {
+    "--copula-quantile": ("copula_quantile", QUANTILE),
+    "--copula-distribution": ("copula_distribution", DISTRIBUTION),
+    "--copula-order": ("copula_order", ORDER),
+    "--no-copula-anchors": ("copula_anchors", True),
+    "--rank-pool": ("rank_pool", None),
+    "--few-shot": ("few_shot", False),
+}
 
 
 def _source_dirs(paths: list[str]) -> list:
@@ -138,8 +153,7 @@ def copula_strategy(args: argparse.Namespace, options, exclude=None):
     work dir holds), or ``None`` without ``--seed-from``; ``exclude``: a task whose own source records are
     left out (``tune``: the operator)."""
     if not getattr(args, "seed_from", None):
-        if getattr(args, "few_shot", False):
-            _need_seed_from(args, "--few-shot")
+        refuse_unused(args, _SOURCE_OPTIONS, "give --seed-from DIR [DIR ...]")
         return None
     from tvm_transfer.search_strategy.copula import CopulaSearch
     from tvm_transfer.tuning.session import evolution_settings, skip_measured
@@ -189,9 +203,11 @@ def _add_budget_arguments(
     parser.add_argument("kind", choices=list(SHAPE_PARAMS))
     parser.add_argument("--shape", help="comma-separated shape values")
     parser.add_argument("--seed-from", nargs="+", required=True, metavar="DIR", help="source work dirs")
-    parser.add_argument("--copula-quantile", type=bounded_float(0.0, 1.0, open_minimum=True), default=0.1)
-    parser.add_argument("--copula-distribution", default="gaussian_kde", choices=list(DISTRIBUTIONS))
-    parser.add_argument("--copula-order", default="density", choices=ORDERS)
+    parser.add_argument(
+        "--copula-quantile", type=bounded_float(0.0, 1.0, open_minimum=True), default=QUANTILE
+    )
+    parser.add_argument("--copula-distribution", default=DISTRIBUTION, choices=list(DISTRIBUTIONS))
+    parser.add_argument("--copula-order", default=ORDER, choices=ORDERS)
     parser.add_argument(
         "--success-bar", type=bounded_float(0.0, 1.0), default=0.5, help="default 0.5 (the paper's)"
     )

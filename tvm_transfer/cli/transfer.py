@@ -1,5 +1,6 @@
 """The transfer-pack options of the tuning commands (``tune``, ``tune-network``, ``compile``, ``demo``):
-``--transfer-pack PATH`` and ``--no-transfer``, and what they resolve to.
+``--transfer-pack PATH`` and ``--no-transfer``, and what they resolve to: the pack (once per command) and
+the run's :class:`~tvm_transfer.tuning.plan.TuningPlan` under the default transfer policy.
 
 Without either flag the pack shipped in the package (:data:`tvm_transfer.transfer.DEFAULT_PACK`) is used;
 when none is installed the command runs without transfer and says so in one info line.
@@ -18,18 +19,12 @@ if TYPE_CHECKING:
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_transfer.transfer.pack import TransferPack
+    from tvm_transfer.tuning.plan import TuningPlan
     from tvm_transfer.tuning.session import TuneOptions
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "add_transfer_arguments",
-    "resolve_transfer_pack",
-    "transfer_cost_model",
-    "transfer_search",
-]
-
-_RESOLVED = "_transfer_pack_resolved"
+__all__ = ["add_transfer_arguments", "resolve_transfer_pack", "transfer_plan"]
 
 
 def add_transfer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,12 +47,10 @@ def add_transfer_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_transfer_pack(args: argparse.Namespace) -> TransferPack | None:
-    """The pack the options select, opened and verified once per command: ``--transfer-pack``, else the
-    default pack when installed; ``None`` with ``--no-transfer`` or when no default pack is installed (one
-    info line says so). A pack that fails verification is a :class:`~tenset_tools.command.UsageError`
-    naming the option and the reason."""
-    if hasattr(args, _RESOLVED):
-        return getattr(args, _RESOLVED)
+    """The pack the options select, opened and verified (call it once per command): ``--transfer-pack``,
+    else the default pack when installed; ``None`` with ``--no-transfer`` or when no default pack is
+    installed (one info line says so). A pack that fails verification is a
+    :class:`~tenset_tools.command.UsageError` naming the option and the reason."""
     from tvm_transfer.transfer import DEFAULT_PACK
     from tvm_transfer.transfer.pack import MANIFEST_FILE, TransferPack, TransferPackError
 
@@ -78,24 +71,18 @@ def resolve_transfer_pack(args: argparse.Namespace) -> TransferPack | None:
             "no transfer pack is installed (%s): tuning without transfer; --transfer-pack PATH uses one",
             DEFAULT_PACK,
         )
-    setattr(args, _RESOLVED, pack)
     return pack
 
 
-def transfer_cost_model(args: argparse.Namespace) -> str | ms.CostModel:
-    """The run's cost model (:meth:`TransferPolicy.cost_model
-    <tvm_transfer.transfer.policy.TransferPolicy.cost_model>` of the default policy): the selected pack's
-    pretrained model guarded, ``--cost-model`` learning online; without a pack ``--cost-model``, by default
-    TVM's own ``XGBModel``."""
+def transfer_plan(
+    pack: TransferPack | None, options: TuneOptions, online: str | ms.CostModel | None, *, tunes: bool = True
+) -> TuningPlan:
+    """The run's tuning plan under the default transfer policy
+    (:meth:`~tvm_transfer.transfer.policy.TransferPolicy.plan`): with ``pack`` its guarded pretrained
+    model, ``online`` (``--cost-model``) learning from the run, its seeded search and exact matches;
+    without one ``online``, by default TVM's own ``XGBModel``, under evolutionary search. A run that does
+    not tune (``tunes`` false) takes only the pack's exact matches
+    (:meth:`~tvm_transfer.transfer.policy.TransferPolicy.build_plan`)."""
     from tvm_transfer.transfer.policy import DEFAULT_POLICY
 
-    return DEFAULT_POLICY.cost_model(resolve_transfer_pack(args), args.cost_model, args.seed)
-
-
-def transfer_search(
-    args: argparse.Namespace, options: TuneOptions
-) -> ms.search_strategy.SearchStrategy | None:
-    """The search the selected pack seeds (default policy); ``None`` (evolutionary search) without one."""
-    from tvm_transfer.transfer.policy import DEFAULT_POLICY
-
-    return DEFAULT_POLICY.search_strategy(resolve_transfer_pack(args), options)
+    return DEFAULT_POLICY.plan(pack, options, online) if tunes else DEFAULT_POLICY.build_plan(pack)

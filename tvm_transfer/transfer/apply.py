@@ -8,9 +8,10 @@ work dir's MetaSchedule database as a tuning record carrying the pack's measured
 applied is written to the sidecar ``transfer_pack.json`` of the work dir (per task: workload hash, target
 id, latency, the pack it came from), which also makes applying idempotent.
 
-Tuning leaves an applied task out unless the run has more trials for it than the pack's corpus spent on it
-(:func:`worth_refining`): then the task is tuned on from the pack's record, as TVM alone would measure it
-more often than the corpus did, and ``compile`` builds its best record, the pack's or a new one.
+Tuning leaves an applied task out unless the run has more trials for it than the pack's corpus spent on
+it (:meth:`ExactMatches.worth_refining`): then the task is tuned on from the pack's record, as TVM alone
+would measure it more often than the corpus did, and ``compile`` builds its best record, the pack's or a
+new one. :class:`ExactMatches` is what a :class:`~tvm_transfer.tuning.plan.TuningPlan` holds of a pack.
 
 A task the pack holds only as measured on other targets gets those records as candidates to measure
 (:class:`OtherTargetCandidates`, the first batch of a
@@ -20,123 +21,99 @@ often fast on this one, but only a measurement here may make it the task's sched
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from tenset_tools.atomic import atomic_write_text
 from tenset_tools.features import target_id
 from tenset_tools.metaschedule import task_id_of_mod
 from tvm_transfer.search_strategy.base import measure_candidate
 from tvm_transfer.search_strategy.replay import replay_trace
 from tvm_transfer.transfer.pack import TransferPack
-from tvm_transfer.tuning.session import open_database
+from tvm_transfer.tuning.workdir import AppliedTask, WorkDir
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "APPLIED_FILE",
-    "AppliedTask",
+    "ExactMatches",
     "OtherTargetCandidates",
-    "applied_tasks",
-    "apply_pack",
-    "worth_refining",
 ]
 
-#: The sidecar naming the tasks of a work dir whose record came from a transfer pack.
-APPLIED_FILE = "transfer_pack.json"
 
+class ExactMatches:
+    """A transfer pack's schedules of a run's tasks measured on the run's own target: the
+    :class:`~tvm_transfer.tuning.plan.PackSchedules` of a :class:`~tvm_transfer.tuning.plan.TuningPlan`."""
 
-@dataclass(frozen=True)
-class AppliedTask:
-    """A task whose schedule came from a pack: ``seconds`` is the latency the pack measured on
-    ``target_id`` (seconds), ``rank`` the record's rank among the pack's records of the task (0: fastest)."""
+    def __init__(self, pack: TransferPack) -> None:
+        self.pack = pack
 
-    task: str
-    workload: str
-    target_id: str
-    seconds: float
-    rank: int
-    pack: str
+    def describe(self) -> str:
+        """The pack's path."""
+        return str(self.pack.path)
 
-
-def applied_tasks(work_dir: str | os.PathLike) -> dict[str, AppliedTask]:
-    """``{workload hash: AppliedTask}`` of the work dir's sidecar (empty without one)."""
-    path = Path(work_dir) / APPLIED_FILE
-    if not path.is_file():
-        return {}
-    content = json.loads(path.read_text(encoding="utf-8"))
-    return {key: AppliedTask(**value) for key, value in content.get("tasks", {}).items()}
-
-
-def apply_pack(
-    pack: TransferPack,
-    tasks: Sequence[tuple[str, tvm.IRModule]],
-    target: tvm.target.Target,
-    work_dir: str | os.PathLike,
-) -> dict[int, AppliedTask]:
-    """Commit the pack's fastest same-target record of each of ``tasks`` (``(name, module)`` pairs) to
-    ``work_dir``'s database; returns ``{index in tasks: AppliedTask}`` for every task that has one there
-    now (applied by this call or an earlier one). A record whose trace does not replay on the task is
-    skipped with a warning (the next one is tried)."""
-    work_dir = Path(work_dir)
-    before = applied_tasks(work_dir)
-    database = None
-    schedules = pack.schedules()
-    tid = target_id(target)
-    result: dict[int, AppliedTask] = {}
-    added: dict[str, AppliedTask] = {}
-    for index, (name, mod) in enumerate(tasks):
-        key = shash2hex(mod)
-        done = before.get(key) or added.get(key)
-        if done is not None and done.target_id == tid:
-            result[index] = done
-            continue
-        for record in schedules.exact(mod, target):
-            database = database or open_database(work_dir)
-            try:
-                tuning_record = record.tuning_record(database.commit_workload(mod), target)
-            except ValueError as error:
-                log.warning("%s: pack record %d skipped: %s", name, record.entry.rank, error)
+    def apply(
+        self,
+        tasks: Sequence[tuple[str, tvm.IRModule]],
+        target: tvm.target.Target,
+        work_dir: str | os.PathLike,
+    ) -> dict[int, AppliedTask]:
+        """Commit the pack's fastest same-target record of each of ``tasks`` (``(name, module)`` pairs) to
+        ``work_dir``'s database; returns ``{index in tasks: AppliedTask}`` for every task that has one there
+        now (applied by this call or an earlier one). A record whose trace does not replay on the task is
+        skipped with a warning (the next one is tried)."""
+        work_dir = WorkDir(work_dir)
+        before = work_dir.applied_tasks()
+        database = None
+        schedules = self.pack.schedules()
+        tid = target_id(target)
+        result: dict[int, AppliedTask] = {}
+        added: dict[str, AppliedTask] = {}
+        for index, (name, mod) in enumerate(tasks):
+            key = shash2hex(mod)
+            done = before.get(key) or added.get(key)
+            if done is not None and done.target_id == tid:
+                result[index] = done
                 continue
-            database.commit_tuning_record(tuning_record)
-            applied = AppliedTask(name, key, tid, record.seconds, record.entry.rank, str(pack.path))
-            added[key] = result[index] = applied
-            break
-    if added:
-        content = {"tasks": {k: asdict(v) for k, v in {**before, **added}.items()}}
-        atomic_write_text(work_dir / APPLIED_FILE, json.dumps(content, indent=1, sort_keys=True))
-        log.info("%d task(s) applied from %s with 0 trials", len(added), pack.path)
-    return result
+            for record in schedules.exact(mod, target):
+                database = database or work_dir.database()
+                try:
+                    tuning_record = record.tuning_record(database.commit_workload(mod), target)
+                except ValueError as error:
+                    log.warning("%s: pack record %d skipped: %s", name, record.entry.rank, error)
+                    continue
+                database.commit_tuning_record(tuning_record)
+                applied = AppliedTask(name, key, tid, record.seconds, record.entry.rank, self.describe())
+                added[key] = result[index] = applied
+                break
+        if added:
+            work_dir.record_applied(added)
+            log.info("%d task(s) applied from %s with 0 trials", len(added), self.pack.path)
+        return result
 
-
-def worth_refining(
-    pack: TransferPack,
-    tasks: Sequence[tuple[str, tvm.IRModule]],
-    applied: Mapping[int, AppliedTask],
-    trials_per_task: float,
-    records: Sequence[Sequence[ms.database.TuningRecord]],
-) -> list[int]:
-    """The indices (into ``tasks``, in order) of the ``applied`` tasks that a run giving each task
-    ``trials_per_task`` trials on average tunes on from the pack's record: those of which the pack's corpus
-    measured fewer candidates on the target they were applied for, and those an earlier run tuned on
-    already (their ``records`` in the work dir, aligned with ``tasks``, hold more than the pack's). The
-    others keep the pack's record as final: TVM alone would measure them no more often than the corpus
-    did."""
-    return [
-        index
-        for index, task in sorted(applied.items())
-        if len(records[index]) > 1
-        or pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
-    ]
+    def worth_refining(
+        self,
+        tasks: Sequence[tuple[str, tvm.IRModule]],
+        applied: Mapping[int, AppliedTask],
+        trials_per_task: float,
+        records: Sequence[Sequence[ms.database.TuningRecord]],
+    ) -> list[int]:
+        """The indices (into ``tasks``, in order) of the ``applied`` tasks that a run giving each task
+        ``trials_per_task`` trials on average tunes on from the pack's record: those of which the pack's
+        corpus measured fewer candidates on the target they were applied for, and those an earlier run
+        tuned on already (their ``records`` in the work dir, aligned with ``tasks``, hold more than the
+        pack's). The others keep the pack's record as final: TVM alone would measure them no more often
+        than the corpus did."""
+        return [
+            index
+            for index, task in sorted(applied.items())
+            if len(records[index]) > 1
+            or self.pack.measurements(task_id_of_mod(tasks[index][1]), task.target_id) < trials_per_task
+        ]
 
 
 class OtherTargetCandidates:
@@ -174,8 +151,3 @@ class OtherTargetCandidates:
                 causes,
             )
         return candidates
-
-
-def extracted_pairs(extracted: Sequence[ms.ExtractedTask]) -> list[tuple[str, tvm.IRModule]]:
-    """``(name, module)`` of MetaSchedule's extracted tasks, as :func:`apply_pack` takes them."""
-    return [(task.task_name, task.dispatched[0]) for task in extracted]

@@ -24,11 +24,6 @@ scores a candidate the same whatever else is scored with it, which the evolution
 batch it measures is the best-scored of all its generations, each generation scored in its own call.
 Both models keep learning from every batch (``adapt_pretrained=False`` leaves the pretrained one as it
 is). Every decision is kept in :attr:`GuardedCostModel.decisions_`.
-
-MetaSchedule's evolutionary search draws each generation's parents in proportion to their scores (clipped
-at 0), so the scores' spread, not only their order, sets how strongly it follows the model. With
-``selection_power`` the guard returns ``max(score, 0) ** selection_power``: the same order with parents
-drawn more often from the top, the same transform in every call.
 """
 
 from __future__ import annotations
@@ -104,9 +99,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         is cleanest for a model that does not change during the run.
     blend:
         ``"rank"`` or ``"linear"``: how the two models' scores are blended while both have a share.
-    selection_power:
-        Return the scores clipped at 0 and raised to this power (dimensionless, > 0), to set how strongly
-        the evolutionary search draws parents from the top; ``None``: the scores as blended.
     """
 
     choices: ClassVar[dict[str, tuple]] = {"blend": ("rank", "linear")}
@@ -125,7 +117,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
         min_measured: int = 16,
         adapt_pretrained: bool = False,
         blend: str = "rank",
-        selection_power: float | None = None,
     ) -> None:
         super().__init__()
         self._keep_hyper_parameters(locals())
@@ -148,9 +139,6 @@ class GuardedCostModel(PyCostModel, HyperParameters):
             )
         if not -1.0 <= params["threshold"] < 1.0:
             raise ValueError(f"threshold must be a rank correlation in [-1, 1), got {params['threshold']}")
-        power = params["selection_power"]
-        if power is not None and not power > 0:
-            raise ValueError(f"selection_power must be > 0 (an exponent), got {power}")
 
     def set_params(self, **params: Any) -> Self:
         """Change hyper-parameters (see :class:`~tvm_transfer.common.params.HyperParameters`); a new
@@ -191,16 +179,9 @@ class GuardedCostModel(PyCostModel, HyperParameters):
 
     # ---- PyCostModel -----------------------------------------------------------------------------------
     def predict(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
-        """Blended scores (higher is better), sharpened with ``selection_power``: see the module
-        docstring."""
+        """Blended scores (higher is better): see the module docstring."""
         if not candidates:
             return np.zeros(0)
-        scores = self._blend(context, candidates)
-        if self.selection_power is None:
-            return scores
-        return np.maximum(scores, 0.0) ** self.selection_power
-
-    def _blend(self, context: ms.TuneContext, candidates: list[ms.MeasureCandidate]) -> np.ndarray:
         weight = self.weight(shash2hex(context.mod))
         if weight >= 1.0:
             return _scores(self.pretrained, context, candidates)

@@ -33,19 +33,17 @@ from tenset_tools.features import KernelFeatureExtractor, pool_per_store
 from tenset_tools.features.context import feature_context
 from tenset_tools.flops import estimate_flops
 from tenset_tools.metaschedule import (
-    Sidecar,
     convert_databases,
     find_databases,
-    read_sidecar,
-    task_id_of_mod,
-    write_sidecar,
 )
 from tvm_transfer.networks import model_slug
 from tvm_transfer.runner import evaluator_config, shared_builder, shared_local_runner
 from tvm_transfer.target import host_core_count, host_cpu_name, host_target, target_of_id
-from tvm_transfer.tuning.network import extract_network_tasks, tune_network
+from tvm_transfer.tuning.network import tune_network
+from tvm_transfer.tuning.plan import TuningPlan
+from tvm_transfer.tuning.run import NetworkRun, RunConfig, extract_network_tasks
 from tvm_transfer.tuning.session import Measurement, TuneOptions
-from tvm_transfer.tuning.workdir import count_records, work_dir_lock
+from tvm_transfer.tuning.workdir import WorkDir, count_records
 
 
 @dataclass(frozen=True)
@@ -135,24 +133,19 @@ def run_job(
     skipped (and tasks whose FLOPs TVM cannot estimate): their schedules barely vary, and MetaSchedule's
     scheduler would give each a batch.
     """
-    target = job.target.target()
-    tasks = extract_network_tasks(job.network, target)
-    job.work_dir.mkdir(parents=True, exist_ok=True)
-    # Kept from the sidecar there: how the work dir's records were timed, which tune_network wrote.
-    before = read_sidecar(job.work_dir)
-    named = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks}
-    write_sidecar(job.work_dir, Sidecar(job.network, named, before and before.measure_caches))
+    work_dir = WorkDir(job.work_dir)
+    config = RunConfig.make(
+        job.network,
+        work_dir,
+        target=job.target.target(),
+        options=dataclasses.replace(options, trials=job.trials),
+        plan=TuningPlan(cost_model=cost_model),
+    )
+    tasks = extract_network_tasks(config.model, config.target)
+    work_dir.name_tasks(job.network, tasks)
     selected = tasks if all_tasks else [t for t in tasks if estimate_flops(t.dispatched[0]) > 0]
-    with work_dir_lock(job.work_dir):
-        result = tune_network(
-            job.network,
-            job.work_dir,
-            cost_model=cost_model,
-            target=target,
-            options=dataclasses.replace(options, trials=job.trials),
-            tasks=selected,
-            measure=measure,
-        )
+    with work_dir.lock():
+        result = tune_network(NetworkRun(config, tasks=selected), measure=measure)
     return result.new_trials
 
 

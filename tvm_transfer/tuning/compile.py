@@ -6,12 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-import tvm
-
-from tvm_transfer.networks import LoadedModel, fused_for_extraction, load_model, relax_module
+from tvm_transfer.networks import relax_module
 from tvm_transfer.runner import network_threads
 from tvm_transfer.runtimes import (
     RUNTIMES,
@@ -21,16 +17,10 @@ from tvm_transfer.runtimes import (
     format_results,
     tvm_threads,
 )
-from tvm_transfer.target import as_target
 from tvm_transfer.tuning.build import LoadedNetwork, build_network
-from tvm_transfer.tuning.network import apply_transfer_pack, check_work_dir_layout, extract_network_tasks
 from tvm_transfer.tuning.network_profile import NetworkProfile, profile_vm, tuned_latencies
 from tvm_transfer.tuning.repick import DEFAULT_REPICK, Repick, repick, resolve_repick_mode
-from tvm_transfer.tuning.session import open_database
-from tvm_transfer.tuning.workdir import check_work_dir_target
-
-if TYPE_CHECKING:
-    from tvm_transfer.transfer.pack import TransferPack
+from tvm_transfer.tuning.run import NetworkRun, RunConfig
 
 #: The comparison runtimes timed by default beside TVM (keys of :data:`tvm_transfer.runtimes.RUNTIMES`).
 DEFAULT_RUNTIMES = tuple(RUNTIMES)
@@ -84,44 +74,34 @@ class CompileResult:
 
 
 def compile_network(
-    model: str | LoadedModel,
-    work_dir: str | Path,
+    run: RunConfig | NetworkRun,
     *,
-    target: tvm.target.Target | dict | None = None,
     runtimes: Sequence[str] = DEFAULT_RUNTIMES,
     rounds: int = 5,
-    layout_free: bool = True,
-    transfer_pack: TransferPack | None = None,
     profile: bool = False,
     repick_mode: str = DEFAULT_REPICK,
 ) -> CompileResult:
-    """Build ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded model) with the
-    schedules tuned in ``work_dir``, check its output, and time it against ``runtimes`` (any of
+    """Build a network run's model (a :class:`~tvm_transfer.tuning.run.RunConfig`, prepared here, or a
+    :class:`~tvm_transfer.tuning.run.NetworkRun` already prepared, e.g. the one that tuned it) with the
+    schedules in its work dir, check its output, and time it against ``runtimes`` (any of
     :data:`DEFAULT_RUNTIMES`) on the same inputs and as many threads as the target has cores, in
     ``rounds`` interleaved rounds (the fastest round of each is kept).
 
-    With ``transfer_pack``, the tasks it holds measured on ``target``'s id get its best records in
-    ``work_dir`` first (:func:`~tvm_transfer.tuning.network.apply_transfer_pack`; the caller holds the
-    work dir's lock). With ``profile``, the result also says where TVM's time goes, function by function
+    A run prepared here applies its plan's transfer pack first (the caller holds the work dir's lock).
+    With ``profile``, the result also says where TVM's time goes, function by function
     (:func:`~tvm_transfer.tuning.network_profile.profile_vm`). ``repick_mode`` (one of
     :data:`~tvm_transfer.tuning.repick.REPICK_MODES`) says how the heaviest tasks' schedules are chosen
     among their top records, re-timed together, rather than as the one record timed fastest once
     (:func:`~tvm_transfer.tuning.repick.repick`; ``none``: the best records as measured; ``auto`` is resolved
     for this network and machine, :func:`~tvm_transfer.tuning.repick.resolve_repick_mode`, and the result
-    holds the mode it stood for). Raises ``ValueError`` when ``work_dir`` was tuned with the model's
-    convolutions in another layout (:func:`~tvm_transfer.tuning.network.check_work_dir_layout`) or for
-    another target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`)."""
-
-    target = as_target(target)
-    model = load_model(model) if isinstance(model, str) else model
-    check_work_dir_layout(work_dir, model.name)
-    check_work_dir_target(work_dir, target)
+    holds the mode it stood for). Raises :class:`~tvm_transfer.tuning.workdir.WorkDirMismatchError` (a
+    ``ValueError``) when the work dir was tuned with other settings or for another target."""
+    run = run if isinstance(run, NetworkRun) else NetworkRun(run)
+    config, tasks = run.config, run.tasks
+    model, target, layout_free = config.model, config.target, config.layout_free
     threads = network_threads(target)
     mod = relax_module(model)
-    tasks = extract_network_tasks(model, target, layout_free)
-    if transfer_pack is not None:
-        apply_transfer_pack(transfer_pack, model.name, tasks, Path(work_dir), target)
-    database = open_database(Path(work_dir))
+    database = config.work_dir.database()
     found = sum(database.query_tuning_record(t.dispatched[0], target, "main") is not None for t in tasks)
     repick_mode = resolve_repick_mode(repick_mode, mod)
     database, repicked = repick(repick_mode, database, tasks, target, mod, model.inputs, layout_free)
@@ -139,11 +119,10 @@ def compile_network(
         )
         network_profile = None
         if profile:
-            fused = fused_for_extraction(mod, target, layout_free)
             network_profile = profile_vm(
                 network,
                 network.vm.set_instrument,
-                tuned_seconds=tuned_latencies(fused, database, target),
+                tuned_seconds=tuned_latencies(run.fused_module, database, target),
             )
     return CompileResult(
         name=model.name,

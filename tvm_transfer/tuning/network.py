@@ -9,46 +9,24 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.metaschedule import (
-    SIDECAR_FILE,
-    Sidecar,
-    read_sidecar,
-    sidecar_network,
-    task_id_of_mod,
-    write_sidecar,
-)
 from tvm_transfer.builder import import_tensor_intrin_fast
-from tvm_transfer.networks import (
-    LoadedModel,
-    conv_layout_of,
-    fused_for_extraction,
-    load_model,
-    relax_module,
-    weights_outgrow_cache,
-    with_conv_layout,
-)
 from tvm_transfer.runner import measuring_workers
-from tvm_transfer.target import as_target
-from tvm_transfer.task_scheduler import first_round_batch
 from tvm_transfer.tuning.rounds import ROUNDS_FILE, RoundLog, read_rounds
+from tvm_transfer.tuning.run import NetworkRun, RunConfig
 from tvm_transfer.tuning.schedule_transfer import TransferOutcome, transfer_schedules
 from tvm_transfer.tuning.session import (
     ContextsTuning,
     Measurement,
     TuneOptions,
     best_seconds,
-    cost_model_name,
-    evolutionary_search,
+    evolution,
     meta_schedule_log_level,
-    open_database,
     records_of,
     resolve_cost_model,
     search_threads,
@@ -62,14 +40,7 @@ from tvm_transfer.tuning.task_selection import (
     plan_budget,
     task_work,
 )
-from tvm_transfer.tuning.workdir import check_work_dir_target, count_records
-
-if TYPE_CHECKING:
-    from tvm_transfer.transfer.apply import AppliedTask
-    from tvm_transfer.transfer.pack import TransferPack
-
-#: How a network's candidates may be timed (``tune_network``'s ``measure_caches``).
-MEASURE_CACHES = ("warm", "cold", "auto")
+from tvm_transfer.tuning.workdir import WorkDir
 
 #: One task of a result: (name, weight, FLOPs per call, best seconds, trials).
 TaskRow = tuple[str, float, float, float, int]
@@ -135,116 +106,66 @@ class NetworkTuneResult:
         return "\n".join(lines)
 
 
-def extract_network_tasks(
-    model: str | LoadedModel, target: tvm.target.Target, layout_free: bool = True
-) -> list[ms.ExtractedTask]:
-    """The MetaSchedule tasks (``ExtractedTask``: name, module, weight) of ``model`` (a name for
-    :func:`~tvm_transfer.networks.load_model`, or a loaded model), extracted as
-    :func:`~tvm_transfer.tuning.compile.compile_network` will look them up."""
-    model = load_model(model) if isinstance(model, str) else model
-    mod = fused_for_extraction(relax_module(model), target, layout_free)
-    return list(ms.relax_integration.extract_tasks(mod, target))
-
-
 @meta_schedule_log_level()
 def tune_network(
-    model: str | LoadedModel,
-    work_dir: str | Path,
+    run: RunConfig | NetworkRun,
     *,
-    cost_model: str | ms.CostModel = "xgboost",
-    target: tvm.target.Target | dict | None = None,
-    options: TuneOptions | None = None,
-    tasks: Sequence[ms.ExtractedTask] | None = None,
-    measure: Measurement | None = None,
     selection: TaskSelection | None = None,
-    search_strategy: ms.search_strategy.SearchStrategy | None = None,
-    layout_free: bool = True,
-    transfer_pack: TransferPack | None = None,
-    refine_from_pack: bool = True,
-    tasks_by_work: bool = False,
-    task_scheduler: str = "gradient",
-    first_round_share: float | None = None,
-    measure_caches: str = "warm",
+    measure: Measurement | None = None,
 ) -> NetworkTuneResult:
-    """Tune every task of ``model`` (a name for :func:`~tvm_transfer.networks.load_model`, or a loaded
-    model); ``options.trials`` is the budget for the whole network (measured records already in
-    ``work_dir`` count), shared by ``task_scheduler`` (:data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`;
-    MetaSchedule's gradient scheduler by default). ``tasks`` restricts the run to
-    some of the network's :func:`extract_network_tasks` (default: all); ``measure`` supplies a builder,
-    runner, progress bar or extra measure callbacks. ``layout_free`` lets schedules re-lay out the weights
-    (compile with the same setting).
+    """Tune the tasks of a network run (a :class:`~tvm_transfer.tuning.run.RunConfig`, prepared here, or a
+    :class:`~tvm_transfer.tuning.run.NetworkRun` already prepared); ``options.trials`` is the budget for
+    the whole network (measured records already in the work dir count), shared by MetaSchedule's gradient
+    task scheduler. ``measure`` supplies a builder, runner, progress bar or extra measure callbacks.
 
     With ``selection`` only the tasks carrying most of the network's FLOPs are tuned, one after another,
-    each for a budget proportional to its weight x FLOPs (records already in ``work_dir`` count against
+    each for a budget proportional to its weight x FLOPs (records already in the work dir count against
     each task's share), with one cost model shared by all tasks; the other tasks then get schedules
     transferred from similar tuned tasks, and the result's ``status`` says per task ``tuned``,
     ``transferred-from-<task>``, ``from-pack`` or ``default``. ``None`` keeps the gradient scheduler over
-    all tasks.
-    ``search_strategy`` replaces the default evolutionary search; every task tunes its own clone (e.g. a
-    :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each task from its own
-    source tasks).
+    all tasks. The plan's ``search_strategy`` replaces the default evolutionary search; every task tunes
+    its own clone (e.g. a :class:`tvm_transfer.search_strategy.copula.CopulaSearch`, which then seeds each
+    task from its own source tasks).
 
-    Batches shrink when the trials left would not give every task one batch (with ``"weighted-share"``,
-    when the first round would take more than half of them; ``first_round_share`` sets that share for
-    either scheduler; :func:`~tvm_transfer.task_scheduler.first_round_batch`), so that no task is left
-    on TVM's unscheduled lowering while another gets a whole batch. The scheduler's first round visits
-    the tasks in extraction order, as MetaSchedule does, or with ``tasks_by_work`` heaviest first
-    (``weight x FLOPs``), so that a budget smaller than the network's tasks leaves the lightest ones
-    unscheduled.
+    Batches shrink when the trials left would not give every task one batch (:func:`first_round_batch`),
+    so that no task is left on TVM's unscheduled lowering while another gets a whole batch. The
+    scheduler's first round visits the tasks in extraction order, as MetaSchedule does, or with the plan's
+    ``tasks_by_work`` heaviest first (``weight x FLOPs``).
 
-    After every measured batch the best latency of every task is appended to ``work_dir``'s round log
+    After every measured batch the best latency of every task is appended to the work dir's round log
     (:mod:`tvm_transfer.tuning.rounds`; the result's ``rounds``), and the progress bar shows the task being
     tuned and the estimated network latency.
 
-    With ``transfer_pack``, every task the pack holds measured on ``target``'s id gets the pack's best
-    record in ``work_dir`` first (:func:`tvm_transfer.transfer.apply.apply_pack`). Such a task is tuned
-    on from that record only when ``refine_from_pack`` and the budget per task exceeds what the pack's
-    corpus measured of it (:func:`~tvm_transfer.transfer.apply.worth_refining`; not with a ``selection``),
-    and then after every other task's first batch; otherwise it is not tuned. The pack's records count
-    as no trials.
+    A task the plan's transfer pack applied (measured on the run's target) is tuned on from that record
+    only when the plan's ``refine_from_pack`` and the budget per task exceeds what the pack's corpus
+    measured of it (:meth:`~tvm_transfer.tuning.plan.PackSchedules.worth_refining`; not with a
+    ``selection``), and then after every other task's first batch; otherwise it is not tuned. The pack's
+    records count as no trials.
 
-    ``measure_caches`` (one of :data:`MEASURE_CACHES`) says how candidates are timed: ``warm``, runs back
-    to back as MetaSchedule's runner times them (its weights stay cached); ``cold``, every run after the
-    CPU caches are flushed of the candidate's arguments but its input
-    (:func:`~tvm_transfer.runner.cold_evaluator_config`), as a layer of a network whose weights outgrow the
-    cache finds them; ``auto``, cold exactly for such a network (:func:`resolve_measure_caches`). A work
-    dir is measured one way only: its sidecar records the way before its first measurement. Raises
-    ``ValueError`` for another value, for ``cold`` with a runner in ``measure`` (that runner times as it
-    was made), when ``work_dir`` was timed the other way (:func:`check_work_dir_caches`) and when it was
-    tuned with the model's convolutions in another layout (:func:`check_work_dir_layout`) or for another
-    target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`)."""
-    options = options or TuneOptions()
-    strategy = skip_measured(search_strategy or evolutionary_search(options))
-    target = as_target(target)
-    if isinstance(model, str) and tasks is None:
-        model = load_model(model)  # extraction imports it: once, for the cache check too
-    caches = resolve_measure_caches(measure_caches, model)
-    measure = _measurement(measure or Measurement(), caches, target)
+    With the config's ``measure_caches`` ``"cold"`` every run is timed after the CPU caches are flushed
+    of the candidate's arguments but its input (:func:`~tvm_transfer.runner.cold_evaluator_config`);
+    raises ``ValueError`` for ``cold`` with a runner in ``measure`` (that runner times as it was made)."""
+    config = run.config if isinstance(run, NetworkRun) else run
+    measure = _measurement(measure or Measurement(), config.measure_caches, config.target)
+    run = run if isinstance(run, NetworkRun) else NetworkRun(config)
+    options, plan, work_dir = config.options, config.plan, config.work_dir
+    strategy = skip_measured(plan.search_strategy or evolution(options))
     import_tensor_intrin_fast()
-    name = with_conv_layout(model, conv_layout_of(model)) if isinstance(model, str) else model.name
-    work_dir = Path(work_dir)
-    check_work_dir_layout(work_dir, name)
-    check_work_dir_caches(work_dir, caches)
-    check_work_dir_target(work_dir, target)
-    measured_before = _measured_here(work_dir)
-    extracted = list(tasks) if tasks is not None else extract_network_tasks(model, target, layout_free)
-    applied = apply_transfer_pack(transfer_pack, name, extracted, work_dir, target)
-    if not measured_before:
-        _record_measure_caches(work_dir, caches)
+    extracted, applied = run.tasks, run.applied
     if selection is not None:
-        result = _tune_selected(
-            name, extracted, work_dir, cost_model, target, options, selection, measure, strategy, set(applied)
-        )
+        result = _tune_selected(run, selection, measure, strategy)
         result.status = ["from-pack" if i in applied else s for i, s in enumerate(result.status)]
         result.from_pack = [extracted[i].task_name for i in sorted(applied)]
         return result
     previous = _records_by_task(work_dir, extracted)
     works = task_work(extracted)
-    order = heaviest_first(works) if tasks_by_work else range(len(extracted))
+    order = heaviest_first(works) if plan.tasks_by_work else range(len(extracted))
     schedulable = [i for i in order if not extracted[i].mod.attrs.get("tirx.is_scheduled", False)]
     refined = (
-        _refined(transfer_pack, extracted, applied, previous, options.trials / max(len(schedulable), 1))
-        if refine_from_pack and applied
+        plan.pack_schedules.worth_refining(
+            run.task_pairs, applied, options.trials / max(len(schedulable), 1), previous
+        )
+        if plan.refine_from_pack and applied
         else []
     )
     # Refined tasks last: the scheduler's first round, one batch per task in order, reaches them after
@@ -259,25 +180,18 @@ def tune_network(
         measure, progress_bar=bar, callbacks=[*measure.callbacks, log.callback(tunable)]
     )
     try:
-        batch = first_round_batch(
-            task_scheduler,
-            options.trials_per_iter,
-            max(options.trials - log.trials, 0),
-            len(tunable),
-            first_round_share,
-        )
+        batch = first_round_batch(options.trials_per_iter, max(options.trials - log.trials, 0), len(tunable))
         batched = dataclasses.replace(options, trials_per_iter=batch)
         # Every task applied from the pack and none refined: nothing to measure.
-        run = (
+        tuning = (
             tune_contexts(
                 list(contexts),
                 list(weights),
                 work_dir,
-                cost_model,
+                plan.cost_model,
                 batched,
                 logged,
                 unmeasured=len(refined),
-                task_scheduler=task_scheduler,
             )
             if contexts
             else ContextsTuning([], {}, 0.0)
@@ -285,11 +199,11 @@ def tune_network(
     finally:
         if measure.progress_bar is None:
             bar.close()
-    database = open_database(work_dir)
+    database = work_dir.database()
     return NetworkTuneResult(
-        name=name,
-        target=str(target),
-        cost_model=cost_model_name(cost_model),
+        name=config.model.name,
+        target=str(config.target),
+        cost_model=plan.cost_model_name,
         tasks=[
             _task_row(
                 work,
@@ -298,28 +212,21 @@ def tune_network(
             )
             for work in works
         ],
-        new_trials=len(run.latencies),
-        tuning_seconds=run.seconds,
-        profile=run.profile,
+        new_trials=len(tuning.latencies),
+        tuning_seconds=tuning.seconds,
+        profile=tuning.profile,
         rounds=read_rounds(work_dir),
         from_pack=[extracted[i].task_name for i in sorted(applied)],
         refined=[extracted[i].task_name for i in refined],
     )
 
 
-def resolve_measure_caches(
-    measure_caches: str, model: str | LoadedModel, *, cache_bytes: int | None = None
-) -> str:
-    """``warm`` or ``cold``, as ``measure_caches`` (one of :data:`MEASURE_CACHES`) says for ``model`` on this
-    machine: ``auto`` is ``cold`` when the model's weights outgrow the last-level cache
-    (:func:`~tvm_transfer.networks.weights_outgrow_cache`, ``cache_bytes`` bytes as there). Raises
-    ``ValueError`` for another value."""
-    if measure_caches not in MEASURE_CACHES:
-        raise ValueError(f"unknown measure_caches {measure_caches!r}: use one of {', '.join(MEASURE_CACHES)}")
-    if measure_caches != "auto":
-        return measure_caches
-    model = load_model(model) if isinstance(model, str) else model
-    return "cold" if weights_outgrow_cache(relax_module(model), cache_bytes=cache_bytes) else "warm"
+def first_round_batch(trials_per_iter: int, remaining: int, tasks: int) -> int:
+    """Candidates per batch for ``tasks`` tasks with ``remaining`` trials to measure: ``trials_per_iter``,
+    or fewer so that the gradient scheduler's first round, one batch per task, fits in them (at least one
+    candidate). A task the first round never reaches keeps TVM's unscheduled lowering, far slower than any
+    tuned schedule."""
+    return max(1, min(trials_per_iter, remaining // max(tasks, 1)))
 
 
 def _measurement(measure: Measurement, caches: str, target: tvm.target.Target) -> Measurement:
@@ -333,93 +240,18 @@ def _measurement(measure: Measurement, caches: str, target: tvm.target.Target) -
     return dataclasses.replace(measure, runner=measuring_workers(target, cold_caches=True)[1])
 
 
-def check_work_dir_layout(work_dir: str | Path, name: str) -> None:
-    """Raise ``ValueError`` when ``work_dir`` was tuned for a network whose convolutions are in another
-    layout than those of the model ``name`` names (:func:`~tvm_transfer.networks.conv_layout_of`): none
-    of its convolutions' records would match that model's tasks."""
-    tuned = sidecar_network(work_dir)
-    if tuned is not None and conv_layout_of(tuned) != conv_layout_of(name):
-        raise ValueError(
-            f"{work_dir} was tuned for {tuned!r}, convolutions {conv_layout_of(tuned)}: tune and compile "
-            f"it with that layout (--conv-layout {conv_layout_of(tuned)}), or use another work dir"
-        )
-
-
-def check_work_dir_caches(work_dir: str | Path, caches: str) -> None:
-    """Raise ``ValueError`` when ``work_dir``'s sidecar says its candidates were timed otherwise than
-    ``caches`` (``warm`` or ``cold``) says: records timed warm look faster than records timed cold, so the
-    two never share a work dir."""
-    sidecar = read_sidecar(work_dir)
-    if sidecar is not None and sidecar.measure_caches not in (None, caches):
-        raise ValueError(
-            f"{work_dir} was tuned with its candidates timed {sidecar.measure_caches}, and records timed "
-            f"{caches} would not compare with them: tune it with --measure-caches {sidecar.measure_caches}, "
-            "or use another work dir"
-        )
-
-
-def _measured_here(work_dir: Path) -> bool:
-    """Whether ``work_dir`` holds a record measured in it: a record beyond the one per task a transfer pack
-    applied (timed where the pack was made, as every pack's records are: warm)."""
-    from tvm_transfer.transfer.apply import applied_tasks
-
-    return count_records(work_dir) > len(applied_tasks(work_dir))
-
-
-def _record_measure_caches(work_dir: Path, caches: str) -> None:
-    """Write ``caches`` into the work dir's sidecar, which has none yet; called before its first
-    measurement only, so that what the sidecar says holds for every record."""
-    sidecar = read_sidecar(work_dir)
-    if sidecar is not None and sidecar.measure_caches is None:
-        write_sidecar(work_dir, dataclasses.replace(sidecar, measure_caches=caches))
-
-
-def apply_transfer_pack(
-    pack: TransferPack | None,
-    name: str,
-    extracted: Sequence[ms.ExtractedTask],
-    work_dir: Path,
-    target: tvm.target.Target,
-) -> dict[int, AppliedTask]:
-    """Name network ``name``'s tasks in the work dir's sidecar (so the run can be packed later) and apply
-    ``pack`` to them (:func:`tvm_transfer.transfer.apply.apply_pack`): ``{task index: AppliedTask}``."""
-    if not (work_dir / SIDECAR_FILE).is_file():
-        work_dir.mkdir(parents=True, exist_ok=True)
-        tasks = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in extracted}
-        write_sidecar(work_dir, Sidecar(name, tasks))
-    if pack is None:
-        return {}
-    from tvm_transfer.transfer.apply import apply_pack, extracted_pairs
-
-    return apply_pack(pack, extracted_pairs(extracted), target, work_dir)
-
-
-def _refined(
-    pack: TransferPack,
-    extracted: Sequence[ms.ExtractedTask],
-    applied: dict[int, AppliedTask],
-    previous: Sequence[Sequence[ms.database.TuningRecord]],
-    share: float,
-) -> list[int]:
-    """:func:`tvm_transfer.transfer.apply.worth_refining` of the network's tasks, ``previous`` their
-    records in the work dir."""
-    from tvm_transfer.transfer.apply import extracted_pairs, worth_refining
-
-    return worth_refining(pack, extracted_pairs(extracted), applied, share, previous)
-
-
 def _records_by_task(
-    work_dir: Path, extracted: Sequence[ms.ExtractedTask]
+    work_dir: WorkDir, extracted: Sequence[ms.ExtractedTask]
 ) -> list[list[ms.database.TuningRecord]]:
     """Every task's records in the work dir's database (failed ones included)."""
-    database = open_database(work_dir)
+    database = work_dir.database()
     return [records_of(database, task.dispatched[0]) for task in extracted]
 
 
 def _round_log(
     extracted: list[ms.ExtractedTask],
     previous: Sequence[Sequence[ms.database.TuningRecord]],
-    work_dir: Path,
+    work_dir: WorkDir,
     options: TuneOptions,
     measure: Measurement,
     counted: Sequence[int],
@@ -457,26 +289,22 @@ def _task_row(
 
 
 def _tune_selected(
-    name: str,
-    extracted: list[ms.ExtractedTask],
-    work_dir: Path,
-    cost_model: str | ms.CostModel,
-    target: tvm.target.Target,
-    options: TuneOptions,
+    run: NetworkRun,
     selection: TaskSelection,
     measure: Measurement,
     search_strategy: ms.search_strategy.SearchStrategy,
-    applied: set[int],
 ) -> NetworkTuneResult:
-    """:func:`tune_network` with a ``selection``: tune the planned tasks (not those in ``applied``, which
-    have a schedule from a transfer pack), then transfer schedules."""
+    """:func:`tune_network` with a ``selection``: tune the planned tasks (not those the run's pack applied,
+    which have a schedule from it), then transfer schedules."""
+    config, extracted, applied = run.config, run.tasks, set(run.applied)
+    options, work_dir, target = config.options, config.work_dir, config.target
     every = task_work(extracted)
     works = [w for w in every if w.index not in applied]
     chosen, budgets = plan_budget(works, selection, options.trials, options.trials_per_iter)
     previous = _records_by_task(work_dir, extracted)
     counted = [i for i in range(len(extracted)) if i not in applied]
     log, bar = _round_log(extracted, previous, work_dir, options, measure, counted, 0)
-    model = resolve_cost_model(cost_model, options.seed)
+    model = resolve_cost_model(config.plan.cost_model, options.seed)
     start = time.perf_counter()
     tune_seconds = transfer_seconds = 0.0
     outcomes: list[TransferOutcome] = []
@@ -487,7 +315,7 @@ def _tune_selected(
             extracted, chosen, budgets, work_dir, model, options, shared, search_strategy, log
         )
         tune_seconds = time.perf_counter() - start
-        database = open_database(work_dir)
+        database = work_dir.database()
         records = [records_of(database, task.dispatched[0]) for task in extracted]
         if selection.transfer:
             outcomes = _transfer_to_untuned(extracted, records, database, target, selection, shared, options)
@@ -497,9 +325,9 @@ def _tune_selected(
             bar.close()
     status, rows = _status_and_rows(every, records, outcomes, applied)
     return NetworkTuneResult(
-        name=name,
+        name=config.model.name,
         target=str(target),
-        cost_model=cost_model_name(cost_model),
+        cost_model=config.plan.cost_model_name,
         tasks=rows,
         new_trials=new_trials,
         tuning_seconds=time.perf_counter() - start,
@@ -524,7 +352,7 @@ def _tune_each(
     extracted: list[ms.ExtractedTask],
     chosen: list[TaskWork],
     budgets: list[int],
-    work_dir: Path,
+    work_dir: WorkDir,
     model: ms.CostModel,
     options: TuneOptions,
     measure: Measurement,

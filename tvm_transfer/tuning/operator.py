@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import tvm
@@ -12,24 +11,20 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.target import as_target
+from tvm_transfer.tuning.plan import TuningPlan
 from tvm_transfer.tuning.session import (
     ContextsTuning,
     TuneOptions,
     best_seconds,
-    cost_model_name,
-    evolutionary_search,
+    evolution,
     meta_schedule_log_level,
-    open_database,
     records_of,
     search_threads,
     skip_measured,
     tune_contexts,
 )
-from tvm_transfer.tuning.workdir import check_work_dir_target
+from tvm_transfer.tuning.workdir import WorkDir, open_database
 from tvm_transfer.workloads import Workload
-
-if TYPE_CHECKING:
-    from tvm_transfer.transfer.pack import TransferPack
 
 
 @dataclass
@@ -84,72 +79,70 @@ class TuneResult:
 @meta_schedule_log_level()
 def tune_workload(
     workload: Workload,
-    work_dir: str | Path,
+    work_dir: str | os.PathLike,
     *,
-    cost_model: str | ms.CostModel = "xgboost",
     target: tvm.target.Target | dict | None = None,
     options: TuneOptions | None = None,
+    plan: TuningPlan | None = None,
     reference: bool = True,
-    search_strategy: ms.search_strategy.SearchStrategy | None = None,
-    transfer_pack: TransferPack | None = None,
-    refine_from_pack: bool = True,
 ) -> TuneResult:
-    """Tune one operator with MetaSchedule and the given cost model (a name of ``COST_MODELS`` or an object).
+    """Tune one operator with MetaSchedule as ``plan`` says (default: our XGBoost model, evolutionary
+    search); a program already measured in ``work_dir`` is not measured again.
 
-    ``reference`` also times the same operator in PyTorch on this machine for comparison.
-    ``search_strategy`` replaces the default evolutionary search (e.g. a copula-seeded
-    ``tvm_transfer.search_strategy.copula.CopulaSearch``); either way a program already measured in
-    ``work_dir`` is not measured again. When ``transfer_pack`` holds the operator measured on
-    ``target``'s id, its best record is committed to the work dir; nothing is measured unless
-    ``refine_from_pack`` and ``options.trials`` exceeds what the pack's corpus measured of the operator
-    (:func:`~tvm_transfer.transfer.apply.worth_refining`) or an earlier run tuned on from it already; then
-    tuning goes on from that record, which counts as no trial. Raises ``ValueError`` when ``work_dir``
-    holds records measured for another target (:func:`~tvm_transfer.tuning.workdir.check_work_dir_target`).
+    ``reference`` also times the same operator in PyTorch on this machine for comparison. When the plan's
+    transfer pack holds the operator measured on ``target``'s id, its best record is committed to the work
+    dir; nothing is measured unless the plan's ``refine_from_pack`` and ``options.trials`` exceeds what the
+    pack's corpus measured of the operator or an earlier run tuned on from it already
+    (:meth:`~tvm_transfer.tuning.plan.PackSchedules.worth_refining`); then tuning goes on from that record,
+    which counts as no trial. Raises :class:`~tvm_transfer.tuning.workdir.WorkDirMismatchError` (a
+    ``ValueError``) when ``work_dir`` holds records measured for another target.
     """
     options = options or TuneOptions()
+    plan = plan or TuningPlan()
     target = as_target(target)
-    check_work_dir_target(work_dir, target)
+    work_dir = work_dir if isinstance(work_dir, WorkDir) else WorkDir(work_dir)
+    work_dir.check_target(target)
     import_tensor_intrin_fast()  # TuneContext imports it, slowly unless done this way
     mod = workload.ir_module()
-    applied, tune_on = _apply_pack(
-        workload, mod, Path(work_dir), target, transfer_pack, options.trials if refine_from_pack else 0
-    )
-    run = ContextsTuning([], {}, 0.0)
+    applied, tune_on = _apply_pack(workload, mod, work_dir, target, plan, options.trials)
+    tuning = ContextsTuning([], {}, 0.0)
     if not applied or tune_on:
-        context = _tune_context(workload.name, mod, Path(work_dir), target, options, search_strategy)
-        run = tune_contexts([context], [1.0], Path(work_dir), cost_model, options, unmeasured=int(applied))
-    records = records_of(open_database(Path(work_dir)), mod)
+        context = _tune_context(workload.name, mod, work_dir, target, options, plan.search_strategy)
+        tuning = tune_contexts(
+            [context], [1.0], work_dir.path, plan.cost_model, options, unmeasured=int(applied)
+        )
+    records = records_of(work_dir.database(), mod)
     return TuneResult(
         name=workload.name,
         target=str(target),
-        cost_model=cost_model_name(cost_model),
+        cost_model=plan.cost_model_name,
         flops=workload.flops,
         trials=len(records) - int(applied),
-        new_trials=len(run.latencies),
+        new_trials=len(tuning.latencies),
         best_seconds=best_seconds(records),
-        tuning_seconds=run.seconds,
-        curve=list(np.minimum.accumulate(run.latencies)) if run.latencies else [],
-        profile=run.profile,
+        tuning_seconds=tuning.seconds,
+        curve=list(np.minimum.accumulate(tuning.latencies)) if tuning.latencies else [],
+        profile=tuning.profile,
         reference_seconds=workload.reference_seconds() if reference else None,
-        from_pack=str(transfer_pack.path) if applied else None,
+        from_pack=plan.pack_schedules.describe() if applied else None,
     )
 
 
 def _tune_context(
     name: str,
     mod: tvm.IRModule,
-    work_dir: Path,
+    work_dir: WorkDir,
     target: tvm.target.Target,
     options: TuneOptions,
     search_strategy: ms.search_strategy.SearchStrategy | None,
 ) -> ms.TuneContext:
-    """The tuning context of operator ``name``: ``search_strategy`` skipping what ``work_dir`` measured, or
-    the run's evolutionary search, logging to the work dir."""
+    """The tuning context of operator ``name``: ``search_strategy`` (default: the run's evolutionary search)
+    skipping what ``work_dir`` measured, logging to the work dir."""
     return ms.TuneContext(
         mod=mod,
         target=target,
         space_generator="post-order-apply",
-        search_strategy=skip_measured(search_strategy) if search_strategy else evolutionary_search(options),
+        search_strategy=skip_measured(search_strategy or evolution(options)),
         task_name=name,
         rand_state=ms.utils.fork_seed(options.seed, 1)[0],
         num_threads=search_threads(options),
@@ -160,29 +153,28 @@ def _tune_context(
 def _apply_pack(
     workload: Workload,
     mod: tvm.IRModule,
-    work_dir: Path,
+    work_dir: WorkDir,
     target: tvm.target.Target,
-    pack: TransferPack | None,
+    plan: TuningPlan,
     trials: int,
 ) -> tuple[bool, bool]:
-    """Apply ``pack``'s record of ``workload`` on ``target`` to ``work_dir``: whether the work dir holds
-    one now, and whether a run of ``trials`` trials tunes on from it (0: never): when the pack measured
-    the operator fewer times, or an earlier run tuned on from it already."""
+    """Apply the plan's pack's record of ``workload`` on ``target`` to ``work_dir``: whether the work dir
+    holds one now, and whether a run of ``trials`` trials tunes on from it: when the plan refines exact
+    matches and the pack measured the operator fewer times, or an earlier run tuned on from it already."""
+    pack = plan.pack_schedules
     if pack is None:
         return False, False
-    from tvm_transfer.transfer.apply import apply_pack, worth_refining
-
     pairs = [(workload.name, mod)]
-    applied = apply_pack(pack, pairs, target, work_dir)
-    if not applied or not trials:
+    applied = pack.apply(pairs, target, work_dir)
+    if not applied or not (plan.refine_from_pack and trials):
         return bool(applied), False
-    records = [records_of(open_database(work_dir), mod)]
-    return True, bool(worth_refining(pack, pairs, applied, trials, records))
+    records = [records_of(work_dir.database(), mod)]
+    return True, bool(pack.worth_refining(pairs, applied, trials, records))
 
 
 def best_schedule(
-    workload: Workload, work_dir: str | Path, target: tvm.target.Target | dict | None = None
+    workload: Workload, work_dir: str | os.PathLike, target: tvm.target.Target | dict | None = None
 ) -> tvm.s_tir.Schedule | None:
     """The best tuned schedule of ``workload`` in ``work_dir``'s database (``None`` if never measured)."""
     mod = workload.ir_module()
-    return open_database(Path(work_dir)).query_schedule(mod, as_target(target), workload.name)
+    return open_database(work_dir).query_schedule(mod, as_target(target), workload.name)

@@ -23,16 +23,16 @@ import tvm
 from tqdm.auto import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from tenset_tools.command import CommandError, Interrupted
+from tenset_tools.command import Interrupted
 from tenset_tools.metaschedule import mean_run_seconds
 from tvm_transfer.builder import PersistentBuilder
 from tvm_transfer.callbacks import ProgressCallback
 from tvm_transfer.cost_model import make_cost_model
+from tvm_transfer.cost_model.warm_start import warm_start
 from tvm_transfer.runner import TimedRunner, measuring_workers
 from tvm_transfer.search_strategy.unmeasured import SkipMeasured
-from tvm_transfer.task_scheduler import make_task_scheduler
 from tvm_transfer.tuning.recording import RecordOnMeasure, recording_callbacks
-from tvm_transfer.tuning.workdir import count_records, needs_repair, set_aside_torn_tails, work_dir_lock
+from tvm_transfer.tuning.workdir import count_records, open_database, work_dir_lock
 
 log = logging.getLogger(__name__)
 
@@ -78,31 +78,6 @@ class ContextsTuning:
     seconds: float
 
 
-class DatabaseReadError(CommandError):
-    """TVM cannot read a work dir's MetaSchedule database (a corrupt line other than a torn last one)."""
-
-
-def open_database(work_dir: str | Path) -> ms.database.JSONDatabase:
-    """The MetaSchedule database of ``work_dir`` (created when missing).
-
-    A last line cut short by a killed run is first moved to a side file, under the work dir's lock
-    (:mod:`~tvm_transfer.tuning.workdir`; raises its ``WorkDirBusyError`` when another run is writing).
-    Raises :class:`DatabaseReadError` naming the work dir when TVM still cannot read the database."""
-    work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    if needs_repair(work_dir):
-        with work_dir_lock(work_dir):
-            set_aside_torn_tails(work_dir)
-    try:
-        return ms.database.JSONDatabase(work_dir=str(work_dir))
-    except Exception as error:  # TVM's loader raises plain runtime errors, without the file's name
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1]
-        raise DatabaseReadError(
-            f"{work_dir}: TVM cannot read this MetaSchedule database ({reason}); "
-            f"`tenset-tools convert {work_dir} -o FILE.parquet` lists its corrupt lines"
-        ) from error
-
-
 def records_of(database: ms.database.Database, mod: tvm.IRModule) -> list[ms.database.TuningRecord]:
     """Every tuning record of ``mod``'s workload in ``database``, failed ones included."""
     workload = database.commit_workload(mod)
@@ -121,26 +96,6 @@ def top_records(database: ms.database.Database, mod: tvm.IRModule, k: int) -> li
 def best_seconds(records: Sequence[ms.database.TuningRecord]) -> float:
     """The lowest mean latency among ``records``, in seconds (``inf`` when none succeeded)."""
     return min((mean_run_seconds(r.run_secs) for r in records), default=float("inf"))
-
-
-def warm_start(
-    cost_model: ms.CostModel, context: ms.TuneContext, records: Sequence[ms.database.TuningRecord]
-) -> None:
-    """Train the cost model on records of ``context``'s task measured by an earlier run, failed ones
-    included as runner errors.
-
-    The database stores build and run failures alike as 1e10 s; passing them on as errors lets a model
-    with a validity head (``multilevel``) keep what it learnt before the interruption, and is what
-    MetaSchedule's own models see of a failure (a very high cost)."""
-    if records:
-        candidates = [r.as_measure_candidate() for r in records]
-        cost_model.update(context, candidates, [_runner_result(r) for r in records])
-
-
-def _runner_result(record: ms.database.TuningRecord) -> ms.runner.RunnerResult:
-    if np.isfinite(mean_run_seconds(record.run_secs)):
-        return ms.runner.RunnerResult(run_secs=list(record.run_secs), error_msg=None)
-    return ms.runner.RunnerResult(run_secs=None, error_msg="failed in an earlier run (stored as 1e10 s)")
 
 
 @contextlib.contextmanager
@@ -170,12 +125,6 @@ def evolution(options: TuneOptions) -> ms.search_strategy.EvolutionarySearch:
     return ms.search_strategy.EvolutionarySearch(**evolution_settings(options.population_size))
 
 
-def evolutionary_search(options: TuneOptions) -> ms.search_strategy.SearchStrategy:
-    """The default search strategy of a run with ``options``: evolutionary search that never measures a
-    program the database already holds (:func:`skip_measured`)."""
-    return skip_measured(evolution(options))
-
-
 def skip_measured(strategy: ms.search_strategy.SearchStrategy) -> ms.search_strategy.SearchStrategy:
     """``strategy`` filtered so that it never proposes a program already in the database (on a resumed
     run MetaSchedule's evolutionary search would measure some again); unchanged if already filtered."""
@@ -185,11 +134,6 @@ def skip_measured(strategy: ms.search_strategy.SearchStrategy) -> ms.search_stra
 def search_threads(options: TuneOptions) -> int | str:
     """The ``num_threads`` of a ``TuneContext`` for ``options`` (MetaSchedule's ``"physical"`` by default)."""
     return options.num_threads or "physical"
-
-
-def cost_model_name(cost_model: str | ms.CostModel) -> str:
-    """How results name ``cost_model``: its ``COST_MODELS`` name, or its class name for an object."""
-    return cost_model if isinstance(cost_model, str) else type(cost_model).__name__
 
 
 def resolve_cost_model(cost_model: str | ms.CostModel, seed: int) -> ms.CostModel:
@@ -205,22 +149,18 @@ def tune_contexts(
     options: TuneOptions,
     measure: Measurement | None = None,
     unmeasured: int = 0,
-    task_scheduler: str = "gradient",
 ) -> ContextsTuning:
-    """Run ``task_scheduler`` (one of :data:`~tvm_transfer.task_scheduler.TASK_SCHEDULERS`; MetaSchedule's
-    gradient scheduler by default) on ``contexts`` (``weights``: calls of each per inference) until
-    ``work_dir``'s database holds ``options.trials`` records of them measured there, warm-starting the
-    cost model on the records already there. ``unmeasured`` of those were not measured there (a transfer
-    pack's) and count as no trial.
+    """Run MetaSchedule's gradient task scheduler on ``contexts`` (``weights``: calls of each per
+    inference) until ``work_dir``'s database holds ``options.trials`` records of them measured there,
+    warm-starting the cost model on the records already there. ``unmeasured`` of those were not measured
+    there (a transfer pack's) and count as no trial.
 
     Holds ``work_dir``'s lock for the run (a second run on it is refused, see
     :func:`~tvm_transfer.tuning.workdir.work_dir_lock`); Ctrl-C raises
     :class:`~tenset_tools.command.Interrupted` saying how many records the work dir keeps."""
     with work_dir_lock(work_dir), _noting_interrupts() as interrupted:
         try:
-            return _tune_contexts(
-                contexts, weights, Path(work_dir), cost_model, options, measure, unmeasured, task_scheduler
-            )
+            return _tune_contexts(contexts, weights, Path(work_dir), cost_model, options, measure, unmeasured)
         except BaseException as error:
             # Ctrl-C inside a Python callback of TVM's C++ loop (the cost model, a measure callback) reaches
             # here as TVM's RuntimeError wrapping it: the flag, not the exception type, says it was Ctrl-C.
@@ -285,7 +225,6 @@ def _tune_contexts(
     options: TuneOptions,
     measure: Measurement | None,
     unmeasured: int,
-    task_scheduler: str,
 ) -> ContextsTuning:
     measure = measure or Measurement()
     database = open_database(work_dir)
@@ -309,9 +248,7 @@ def _tune_contexts(
         builder, runner = measuring_workers(
             contexts[0].target, builder=measure.builder, runner=measure.runner
         )
-        scheduler, scheduler_callbacks = make_task_scheduler(
-            task_scheduler, [best_seconds(r) for r in previous], [len(r) for r in previous]
-        )
+        scheduler = ms.task_scheduler.TaskScheduler.create("gradient")
         with (
             ms.Profiler() as profiler,
             _default_callbacks(runner, scheduler, database, progress) as default_callbacks,
@@ -326,7 +263,7 @@ def _tune_contexts(
                 runner=runner,
                 database=database,
                 cost_model=model,
-                measure_callbacks=[*default_callbacks, *scheduler_callbacks, progress, *measure.callbacks],
+                measure_callbacks=[*default_callbacks, progress, *measure.callbacks],
                 task_scheduler=scheduler,
             )
         profile = {name: float(seconds) for name, seconds in profiler.get().items()}

@@ -1,12 +1,17 @@
-"""Guarding a MetaSchedule work dir: one run at a time, and a torn last line set aside before TVM reads it.
+"""A MetaSchedule work dir and everything a run needs to know of it, in one object: :class:`WorkDir`.
 
-**Lock.** :func:`work_dir_lock` takes an exclusive ``fcntl.flock`` on ``<work dir>/tvm-transfer.lock`` for
+A work dir holds one run's database (MetaSchedule's two JSON-lines files), the settings every later run
+on it must repeat (:class:`WorkDirSettings`: which model and convolution layout it was tuned for, whether
+schedules may re-lay out the weights, how candidates were timed), and the tasks a transfer pack applied
+(:class:`AppliedTask`). Its records' target is read off the records themselves.
+
+**Lock.** :meth:`WorkDir.lock` takes an exclusive ``fcntl.flock`` on ``<work dir>/tvm-transfer.lock`` for
 a run that writes the database (tune, tune-network, collect). A second run on the same work dir is refused
 with a :class:`WorkDirBusyError` naming the holder (pid, command, start time), or waits with
 ``wait=True``. The kernel drops the lock when its process dies, even by ``kill -9``; the holder line that
 such a process leaves in the file is reported once (a stale lock taken over) and replaced. The lock is
-re-entrant within a process, so the functions that tune (:func:`~tvm_transfer.tuning.session.tune_contexts`)
-take it themselves and a command line may also hold it around a whole command.
+re-entrant within a process, so the functions that tune take it themselves and a command line may also
+hold it around a whole command.
 
 **Torn tail.** MetaSchedule appends one JSON line per workload (``database_workload.json``) and per
 measured candidate (``database_tuning_record.json``); a process killed in the middle of an append leaves
@@ -27,26 +32,42 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenset_tools.atomic import atomic_output
+from tenset_tools.atomic import atomic_output, atomic_write_text
 from tenset_tools.command import CommandError, UsageError
 from tenset_tools.features import target_id
-from tenset_tools.metaschedule import RECORD_FILE, WORKLOAD_FILE, database_target_ids
+from tenset_tools.metaschedule import (
+    RECORD_FILE,
+    SIDECAR_FILE,
+    WORKLOAD_FILE,
+    Sidecar,
+    database_target_ids,
+    read_sidecar,
+    task_id_of_mod,
+    write_sidecar,
+)
 
 if TYPE_CHECKING:
     import tvm
+    from tvm.s_tir import meta_schedule as ms
 
 __all__ = [
+    "APPLIED_FILE",
     "LOCK_FILE",
+    "SETTINGS_FILE",
+    "AppliedTask",
+    "DatabaseReadError",
+    "WorkDir",
     "WorkDirBusyError",
-    "check_work_dir",
-    "check_work_dir_target",
+    "WorkDirMismatchError",
+    "WorkDirSettings",
     "count_records",
     "needs_repair",
+    "open_database",
     "set_aside_torn_tails",
     "work_dir_lock",
 ]
@@ -74,36 +95,6 @@ class _Held:
 # same file even within one process, so nested users share the first descriptor.
 _held: dict[str, _Held] = {}
 _held_guard = threading.Lock()
-
-
-def check_work_dir(work_dir: str | os.PathLike, option: str = "--work-dir") -> Path:
-    """``work_dir`` as a path, after checking that it is (or can be created as) a writable directory;
-    raises :class:`~tenset_tools.command.UsageError` naming ``option`` and the path otherwise."""
-    path = Path(work_dir)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option} {str(path)!r} is a file; give a directory (created when missing)")
-    existing = path
-    while not existing.exists():  # the nearest existing ancestor is where the directory would be made
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{option} {str(path)!r}: {existing} is a file, so the directory cannot be made")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {str(path)!r}: {existing} is not writable by this user")
-    return path
-
-
-def check_work_dir_target(work_dir: str | os.PathLike, target: tvm.target.Target) -> None:
-    """Raise ``ValueError`` when ``work_dir`` holds records measured for another target than ``target``
-    (compared by target id, ``kind/mcpu/num-cores``): MetaSchedule's database
-    ignores the target, so a run for ``target`` would tune on from them and build them as its own."""
-    wanted = target_id(target)
-    others = sorted(database_target_ids(work_dir) - {wanted})
-    if others:
-        raise ValueError(
-            f"{work_dir} holds records measured for {', '.join(others)}, which a run for {wanted} would "
-            "take for its own: use it with the target it was tuned for (the id reads kind/mcpu/num-cores: "
-            "--mcpu and --num-cores), or another work dir"
-        )
 
 
 def _holder_text(holder: dict) -> str:
@@ -289,3 +280,253 @@ def count_records(work_dir: str | os.PathLike) -> int:
         return 0
     with open(path, "rb") as lines:
         return sum(1 for line in lines if line.strip())
+
+
+class DatabaseReadError(CommandError):
+    """TVM cannot read a work dir's MetaSchedule database (a corrupt line other than a torn last one)."""
+
+
+def open_database(work_dir: str | os.PathLike) -> ms.database.JSONDatabase:
+    """The MetaSchedule database of ``work_dir`` (created when missing).
+
+    A last line cut short by a killed run is first moved to a side file, under the work dir's lock
+    (raises :class:`WorkDirBusyError` when another run is writing). Raises :class:`DatabaseReadError`
+    naming the work dir when TVM still cannot read the database."""
+    from tvm.s_tir import meta_schedule as ms
+
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if needs_repair(work_dir):
+        with work_dir_lock(work_dir):
+            set_aside_torn_tails(work_dir)
+    try:
+        return ms.database.JSONDatabase(work_dir=str(work_dir))
+    except Exception as error:  # TVM's loader raises plain runtime errors, without the file's name
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        raise DatabaseReadError(
+            f"{work_dir}: TVM cannot read this MetaSchedule database ({reason}); "
+            f"`tenset-tools convert {work_dir} -o FILE.parquet` lists its corrupt lines"
+        ) from error
+
+
+# ---- the work dir as one object --------------------------------------------------------------------------
+
+#: The settings every later run on a work dir must repeat (:class:`WorkDirSettings`), as one JSON object.
+SETTINGS_FILE = "tvm_transfer_run.json"
+#: The tasks of a work dir whose record came from a transfer pack (:class:`AppliedTask` by workload hash).
+APPLIED_FILE = "transfer_pack.json"
+
+
+class WorkDirMismatchError(ValueError):
+    """A run's settings contradict what its work dir was tuned with (the message names the option)."""
+
+
+@dataclass(frozen=True)
+class WorkDirSettings:
+    """How a work dir's records were made, which every later run on it must repeat (``None``: not said).
+
+    ``network`` is the model's name with its convolution layout (``torchvision:resnet18@nhwc``): records of
+    convolutions in one layout match no task of the other. ``layout_free``: whether schedules could re-lay
+    out the weights (the tasks differ either way). ``measure_caches``: ``"warm"`` or ``"cold"``, how
+    candidates were timed (records timed one way do not compare with the other)."""
+
+    network: str | None = None
+    layout_free: bool | None = None
+    measure_caches: str | None = None
+
+    def merged(self, other: WorkDirSettings) -> WorkDirSettings:
+        """These settings with every unsaid one taken from ``other``."""
+        unsaid = {f.name: getattr(other, f.name) for f in fields(self) if getattr(self, f.name) is None}
+        return replace(self, **unsaid)
+
+
+#: The type of each setting in :data:`SETTINGS_FILE` (``None`` allowed for each).
+_SETTING_TYPES = {"network": str, "layout_free": bool, "measure_caches": str}
+
+
+def _read_settings(path: Path) -> WorkDirSettings:
+    """The settings in ``path``; raises :class:`WorkDirMismatchError` naming the file when it is not a JSON
+    object of known settings of the right types."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise WorkDirMismatchError(f"{path} cannot be read ({error}): {_REWRITE_SETTINGS}") from None
+    if not isinstance(content, dict) or any(
+        not isinstance(content.get(name), (kind, type(None))) for name, kind in _SETTING_TYPES.items()
+    ):
+        raise WorkDirMismatchError(f"{path} is not a settings file tvm-transfer wrote: {_REWRITE_SETTINGS}")
+    return WorkDirSettings(**{name: content.get(name) for name in _SETTING_TYPES})
+
+
+_REWRITE_SETTINGS = "delete it if you know how the work dir was tuned, and run with those settings again"
+
+
+@dataclass(frozen=True)
+class AppliedTask:
+    """A task whose schedule came from a pack: ``seconds`` is the latency the pack measured on
+    ``target_id`` (seconds), ``rank`` the record's rank among the pack's records of the task (0: fastest)."""
+
+    task: str
+    workload: str
+    target_id: str
+    seconds: float
+    rank: int
+    pack: str
+
+
+class WorkDir(os.PathLike):
+    """A MetaSchedule work dir: its database, lock, settings and the tasks a transfer pack applied.
+
+    Made once per run (:meth:`checked` for a path a user gave); path-like, so it goes wherever a path
+    does. Reading never creates the directory; writing (the lock, the database, the settings) does."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def checked(cls, path: str | os.PathLike, option: str = "--work-dir") -> WorkDir:
+        """The work dir at ``path`` after checking that it is (or can be created as) a writable directory;
+        raises :class:`~tenset_tools.command.UsageError` naming ``option`` and the path otherwise."""
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"{option} {str(path)!r} is a file; give a directory (created when missing)")
+        existing = path
+        while not existing.exists():  # the nearest existing ancestor is where the directory would be made
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UsageError(f"{option} {str(path)!r}: {existing} is a file, so the directory cannot be made")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {str(path)!r}: {existing} is not writable by this user")
+        return cls(path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"WorkDir({str(self.path)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WorkDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    # -- database
+
+    def lock(self, *, wait: bool = False) -> contextlib.AbstractContextManager[Path]:
+        """:func:`work_dir_lock` of this work dir."""
+        return work_dir_lock(self.path, wait=wait)
+
+    def database(self) -> ms.database.JSONDatabase:
+        """:func:`open_database` of this work dir."""
+        return open_database(self.path)
+
+    def record_count(self) -> int:
+        """Measured candidates of every task in the database (the pack's applied records included)."""
+        return count_records(self.path)
+
+    def measured_here(self) -> bool:
+        """Whether the database holds a record measured in this work dir: one beyond the records a transfer
+        pack applied (timed where the pack was made)."""
+        return self.record_count() > len(self.applied_tasks())
+
+    # -- settings and checks
+
+    def settings(self) -> WorkDirSettings:
+        """What the work dir says it was tuned with; a work dir from before :data:`SETTINGS_FILE` existed
+        says its network and timing through the data layer's sidecar."""
+        path = self.path / SETTINGS_FILE
+        if path.is_file():
+            return _read_settings(path)
+        sidecar = read_sidecar(self.path)
+        if sidecar is None:
+            return WorkDirSettings()
+        legacy = json.loads((self.path / SIDECAR_FILE).read_text()).get("measure_caches")
+        return WorkDirSettings(network=sidecar.network, measure_caches=legacy)
+
+    def check(self, settings: WorkDirSettings, target: tvm.target.Target | None = None) -> None:
+        """Raise :class:`WorkDirMismatchError` when ``settings`` (a run's) or ``target`` contradict what the
+        work dir was tuned with: another convolution layout, layout rewrite on or off, candidates timed the
+        other way, records measured for another target (compared by target id, ``kind/mcpu/num-cores``:
+        MetaSchedule's database ignores the target, so a run would tune on from them as its own)."""
+        recorded = self.settings()
+        if settings.network and recorded.network:
+            from tvm_transfer.networks import conv_layout_of
+
+            tuned, wanted = conv_layout_of(recorded.network), conv_layout_of(settings.network)
+            if tuned != wanted:
+                raise WorkDirMismatchError(
+                    f"{self} was tuned for {recorded.network!r}, convolutions {tuned}: tune and compile it "
+                    f"with that layout (--conv-layout {tuned}), or use another work dir"
+                )
+        if None not in (settings.layout_free, recorded.layout_free) and (
+            settings.layout_free != recorded.layout_free
+        ):
+            tuned, flag = ("with", "without") if recorded.layout_free else ("without", "with")
+            raise WorkDirMismatchError(
+                f"{self} was tuned {tuned} weight layout rewrite: run {flag} --no-layout-rewrite, or use "
+                "another work dir"
+            )
+        if None not in (settings.measure_caches, recorded.measure_caches) and (
+            settings.measure_caches != recorded.measure_caches
+        ):
+            raise WorkDirMismatchError(
+                f"{self} was tuned with its candidates timed {recorded.measure_caches}, and records timed "
+                f"{settings.measure_caches} would not compare with them: tune it with --measure-caches "
+                f"{recorded.measure_caches}, or use another work dir"
+            )
+        if target is not None:
+            self.check_target(target)
+
+    def check_target(self, target: tvm.target.Target) -> None:
+        """Raise :class:`WorkDirMismatchError` when the work dir holds records measured for another target
+        than ``target`` (see :meth:`check`)."""
+        wanted = target_id(target)
+        others = sorted(database_target_ids(self.path) - {wanted})
+        if others:
+            raise WorkDirMismatchError(
+                f"{self} holds records measured for {', '.join(others)}, which a run for {wanted} would "
+                "take for its own: use it with the target it was tuned for (the id reads "
+                "kind/mcpu/num-cores: --mcpu and --num-cores), or another work dir"
+            )
+
+    def record_settings(self, settings: WorkDirSettings) -> None:
+        """Write ``settings`` where the work dir says nothing yet: the network and layout rewrite at once,
+        how candidates are timed only before the first measurement here (so that it holds for every
+        record). Call it after :meth:`check`."""
+        recorded = self.settings()
+        if self.measured_here():
+            settings = replace(settings, measure_caches=recorded.measure_caches)
+        merged = recorded.merged(settings)
+        if merged != recorded or not (self.path / SETTINGS_FILE).is_file():
+            self.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path / SETTINGS_FILE, json.dumps(asdict(merged), indent=1, sort_keys=True))
+
+    def name_tasks(self, network: str, tasks: Sequence[ms.ExtractedTask]) -> None:
+        """Name ``network``'s tasks (task id: name and weight) in the data layer's sidecar, once, so that
+        the run can be converted and packed later."""
+        if not (self.path / SIDECAR_FILE).is_file():
+            self.path.mkdir(parents=True, exist_ok=True)
+            named = {task_id_of_mod(t.dispatched[0]): (t.task_name, float(t.weight)) for t in tasks}
+            write_sidecar(self.path, Sidecar(network, named))
+
+    # -- transfer pack
+
+    def applied_tasks(self) -> dict[str, AppliedTask]:
+        """``{workload hash: AppliedTask}`` of the tasks a transfer pack applied here (empty when none)."""
+        path = self.path / APPLIED_FILE
+        if not path.is_file():
+            return {}
+        content = json.loads(path.read_text(encoding="utf-8"))
+        return {key: AppliedTask(**value) for key, value in content.get("tasks", {}).items()}
+
+    def record_applied(self, added: Mapping[str, AppliedTask]) -> None:
+        """Add ``added`` (by workload hash) to the tasks a transfer pack applied here."""
+        content = {"tasks": {k: asdict(v) for k, v in {**self.applied_tasks(), **added}.items()}}
+        atomic_write_text(self.path / APPLIED_FILE, json.dumps(content, indent=1, sort_keys=True))

@@ -24,9 +24,9 @@ from tvm.s_tir import meta_schedule as ms
 
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.metaschedule import databases_under, iter_database_records, mean_run_seconds
+from tvm_transfer.cost_model.warm_start import warm_start
 from tvm_transfer.search_strategy.copula.encoding import json_decisions, json_signature
 from tvm_transfer.target import HW_FEATURE_NAMES, UnsupportedTargetError, hardware_features
-from tvm_transfer.tuning.session import warm_start
 
 log = logging.getLogger(__name__)
 

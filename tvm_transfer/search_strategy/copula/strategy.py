@@ -3,7 +3,7 @@
 ``CopulaSearch(sampler)`` wraps MetaSchedule's ``EvolutionarySearch``: at ``pre_tuning`` it asks the fitted
 :class:`.sampler.TraceCopulaSampler` for distinct, validated candidates of the task; the first batch
 measures them (best guess first); later batches evolve a population made of those seeds, the best
-records of the database (with ``siblings``, also those of the run's other tasks) and fresh random samples,
+records of the database and fresh random samples,
 under whatever cost model the tuner uses.
 ``few_shot=True`` measures only the copula candidates, in order, and stops when they run out. With
 ``rank_pool`` the tuner's cost model (e.g. one pretrained on the sources by
@@ -25,7 +25,6 @@ from tvm_transfer.search_strategy.base import (
     program_key,
 )
 from tvm_transfer.search_strategy.copula.sampler import Proposal, TraceCopulaSampler
-from tvm_transfer.search_strategy.siblings import SiblingBests
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +63,6 @@ class CopulaSearch(WrappingStrategy):
         first one only: later evolutions start from the measured bests and fresh samples, as
         MetaSchedule's own search does, so that unmeasured seeds of a poor region stop pulling the search
         back to it.
-    siblings:
-        The fastest ``siblings`` records of each other task in the run's database, replayed on this task,
-        join every evolution's population (:class:`~tvm_transfer.search_strategy.siblings.SiblingBests`;
-        0, the default: none).
     evo_kwargs:
         ``EvolutionarySearch`` arguments (``population_size``, ``init_min_unmeasured``, ...).
     """
@@ -81,16 +76,12 @@ class CopulaSearch(WrappingStrategy):
         proposal_log: list[Proposal] | None = None,
         rank_pool: int = 0,
         keep_seeds: bool = True,
-        siblings: int = 0,
         **evo_kwargs,
     ) -> None:
         if rank_pool < 0:
             raise ValueError(f"rank_pool must be >= 0, got {rank_pool}")
-        if siblings < 0:
-            raise ValueError(f"siblings must be >= 0, got {siblings}")
         self.sampler, self.num_seeds, self.few_shot, self.seed = sampler, num_seeds, few_shot, seed
         self.proposal_log, self.rank_pool, self.keep_seeds = proposal_log, rank_pool, keep_seeds
-        self.siblings = siblings
         self.evo_kwargs = evo_kwargs
         self.inner = EvolutionarySearch(**evo_kwargs)
         self.proposals: list[Proposal] = []
@@ -102,8 +93,6 @@ class CopulaSearch(WrappingStrategy):
         self.max_trials, self.per_iter, self.database = int(max_trials), int(num_trials_per_iter), database
         self.trials, self.next_seed, self.evolutions = 0, 0, 0
         self.measured: set[int] = set()
-        use_siblings = self.siblings and database is not None
-        self.sibling_bests = SiblingBests(self.context, database, self.siblings) if use_siblings else None
         seeds = self.num_seeds or (self.max_trials if self.few_shot else self.per_iter)
         count = max(seeds, self.rank_pool)
         ctx = self.context
@@ -150,8 +139,6 @@ class CopulaSearch(WrappingStrategy):
         seeds = self.proposals if self.keep_seeds or not self.evolutions else []
         self.evolutions += 1
         population = [p.schedule for p in seeds] + self._database_best()
-        if self.sibling_bests is not None:
-            population += self.sibling_bests.schedules()
         size = int(self.evo_kwargs.get("population_size", 512))
         fresh = _ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(
             self.inner, max(size - len(population), 1)
@@ -201,6 +188,5 @@ class CopulaSearch(WrappingStrategy):
             self.proposal_log,
             self.rank_pool,
             self.keep_seeds,
-            self.siblings,
             **self.evo_kwargs,
         )
