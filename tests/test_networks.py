@@ -460,8 +460,10 @@ def test_the_commands_default_to_channels_last_and_point_at_an_nchw_work_dir_tun
     assert main(["compile", *argv, "--runtimes", "eager", "--rounds", "1"]) == 0
     assert sorted(p.name for p in Path("work").iterdir()) == [nchw.name, "mobilenet_v2_block@nhwc-tvm-xgb"]
     assert f"note: {nchw} holds this model tuned with its convolutions NCHW" in capsys.readouterr().err
-    # Given that work dir, the default layout is refused, with the layout to pass.
-    assert main(["compile", *argv, "--work-dir", str(nchw)]) == 2
+    # Given that work dir, the default layout is the one it was tuned with; another is refused, saying which.
+    assert main(["compile", *argv, "--work-dir", str(nchw), "--runtimes", "none", "--rounds", "1"]) == 0
+    assert "mobilenet_v2_block on" in capsys.readouterr().out  # not @nhwc
+    assert main(["compile", *argv, "--work-dir", str(nchw), "--conv-layout", "NHWC"]) == 2
     refusal = "convolutions NCHW: tune and compile it with that layout (--conv-layout NCHW)"
     assert refusal in capsys.readouterr().err
 

@@ -168,7 +168,7 @@ def test_budget_command_and_errors(source_dir, capsys, tmp_path):
     with pytest.raises(FileNotFoundError, match="no MetaSchedule database"):
         load_sources([tmp_path])
     assert main(["tune", "matmul", "--shape", "8,8,8", "--few-shot", "--work-dir", str(tmp_path / "w")]) == 2
-    assert "--few-shot needs --seed-from" in capsys.readouterr().err
+    assert "--few-shot: not used by this run; give --seed-from" in capsys.readouterr().err
     flags = ["tune", "matmul", "--shape", "8,8,8", "--pretrain-on-sources", "--work-dir", str(tmp_path / "w")]
     assert main(flags) == 2
     assert "--pretrain-on-sources needs --seed-from" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from tvm.s_tir.schedule import ScheduleError
 from tenset_tools import command
 from tenset_tools.ansor.records import LoadStats
 from tenset_tools.command import UsageError
-from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, read_sidecar, task_id_of_mod
+from tenset_tools.metaschedule import RECORD_FILE, iter_database_records, task_id_of_mod
 from tenset_tools.schema import SCHEMA_VERSION, read_metadata
 from tvm_transfer import cli, transfer
 from tvm_transfer.cli import build_parser, main
@@ -65,6 +65,12 @@ def _other_target(target):
     """The host CPU with one core fewer or more: another target id, same machine."""
     cores = int(target.attrs["num-cores"])
     return host_target(num_cores=cores - 1 if cores > 1 else 2)
+
+
+def _mlp_with_pack(work_dir, pack, target, options, **plan) -> RunConfig:
+    """The mlp run in ``work_dir`` applying ``pack``'s exact matches, our XGBoost model learning the rest."""
+    plan = TuningPlan(pack_schedules=ExactMatches(pack), **plan)
+    return RunConfig.make("mlp", work_dir, target=target, options=options, plan=plan)
 
 
 def test_the_pack_holds_the_run_with_checksums(pack, tuned_mlp, target, run_options):
@@ -176,15 +182,7 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
 ):
     _, source = tuned_mlp
     work_dir = tmp_path / "again"
-    result = tune_network(
-        RunConfig.make(
-            "mlp",
-            work_dir,
-            target=target,
-            options=run_options,
-            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-        )
-    )
+    result = tune_network(_mlp_with_pack(work_dir, pack, target, run_options))
     assert result.new_trials == 0
     assert sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
     # Each task's schedule carries the latency the pack measured: the source run's best.
@@ -194,25 +192,11 @@ def test_an_exact_match_network_is_applied_with_zero_trials_and_compiles(
     compiled = compile_network(RunConfig.make("mlp", work_dir, target=target), runtimes=[], rounds=1)
     assert compiled.tuned_tasks == (3, 3) and compiled.max_abs_error < 1e-3
     # Applying again adds nothing: one record per task.
-    again = tune_network(
-        RunConfig.make(
-            "mlp",
-            work_dir,
-            target=target,
-            options=run_options,
-            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-        )
-    )
+    again = tune_network(_mlp_with_pack(work_dir, pack, target, run_options))
     assert again.new_trials == 0 and len(open_database(work_dir).get_all_tuning_records()) == 3
     # A run tuning a selection of the tasks counts the pack's records as no trials either.
     selected = tune_network(
-        RunConfig.make(
-            "mlp",
-            tmp_path / "selected",
-            target=target,
-            options=run_options,
-            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-        ),
+        _mlp_with_pack(tmp_path / "selected", pack, target, run_options),
         selection=TaskSelection(flops_share=1.0),
     )
     assert selected.status == ["from-pack"] * 3 and [row[4] for row in selected.tasks] == [0, 0, 0]
@@ -227,26 +211,10 @@ def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_t
     tid = target_id(target)
     assert [pack.measurements(task_id_of_mod(t.dispatched[0]), tid) for t in mlp_tasks] == [4, 4, 4]
     options = dataclasses.replace(run_options, trials=24)
-    kept = tune_network(
-        RunConfig.make(
-            "mlp",
-            tmp_path / "kept",
-            target=target,
-            options=options,
-            plan=TuningPlan(refine_from_pack=False, pack_schedules=ExactMatches(pack)),
-        )
-    )
+    kept = tune_network(_mlp_with_pack(tmp_path / "kept", pack, target, options, refine_from_pack=False))
     assert kept.new_trials == 0 and kept.refined == []
     work_dir = tmp_path / "refined"
-    result = tune_network(
-        RunConfig.make(
-            "mlp",
-            work_dir,
-            target=target,
-            options=options,
-            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-        )
-    )
+    result = tune_network(_mlp_with_pack(work_dir, pack, target, options))
     assert sorted(result.refined) == sorted(result.from_pack) == sorted(name for name, *_ in source.tasks)
     # The pack's records count as no trials. (A batch holding a program measured before, the pack's
     # among them, is measured short, so MetaSchedule may run one more.)
@@ -260,15 +228,7 @@ def test_an_exact_match_is_tuned_on_once_the_run_has_more_trials_per_task_than_t
         result.table()
     )
     # Tuned on once, a task stays so: a smaller budget measures nothing more and counts the same trials.
-    again = tune_network(
-        RunConfig.make(
-            "mlp",
-            work_dir,
-            target=target,
-            options=run_options,
-            plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-        )
-    )
+    again = tune_network(_mlp_with_pack(work_dir, pack, target, run_options))
     assert again.new_trials == 0 and sorted(again.refined) == sorted(result.refined)
     assert [row[4] for row in again.tasks] == [row[4] for row in result.tasks]
 
@@ -295,17 +255,9 @@ def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials_and_its_fir
             plan=TuningPlan(pack_schedules=ExactMatches(pack)),
         )
     )
-    assert tuned.new_trials > 0 and read_sidecar(tmp_path / "fresh").measure_caches == "cold"
+    assert tuned.new_trials > 0 and WorkDir(tmp_path / "fresh").settings().measure_caches == "cold"
     with pytest.raises(ValueError, match="timed cold, and records timed warm would not compare"):
-        tune_network(
-            RunConfig.make(
-                "mlp",
-                tmp_path / "fresh",
-                target=target,
-                options=options,
-                plan=TuningPlan(pack_schedules=ExactMatches(pack)),
-            )
-        )
+        tune_network(_mlp_with_pack(tmp_path / "fresh", pack, target, options))
 
 
 def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):
@@ -348,7 +300,7 @@ def test_a_work_dir_tuned_for_one_target_is_refused_for_another_before_anything_
 def test_runs_with_and_without_a_pack_default_to_different_work_dirs(pack):
     def work_dir(*flags: str) -> str:
         args = build_parser().parse_args(["tune-network", "mlp", *flags])
-        return cli._default_work_dir(args, "mlp").name
+        return cli._default_work_dir(args, resolve_transfer_pack(args), "mlp").name
 
     with_pack = ["--transfer-pack", str(pack.path)]
     assert work_dir(*with_pack) == "mlp-transfer" and work_dir("--no-transfer") == "mlp-tvm-xgb"
@@ -488,7 +440,7 @@ def test_without_an_installed_pack_runs_go_without_transfer_in_one_info_line(pac
     logger.setLevel(logging.INFO)
     try:
         args = build_parser().parse_args(["tune-network", "mlp"])
-        assert resolve_transfer_pack(args) is None and resolve_transfer_pack(args) is None
+        assert resolve_transfer_pack(args) is None
         assert len(lines) == 1 and "no transfer pack is installed" in lines[0]
         args = build_parser().parse_args(["tune", "matmul", "--transfer-pack", str(pack.path)])
         assert resolve_transfer_pack(args).path == pack.path

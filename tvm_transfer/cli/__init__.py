@@ -11,11 +11,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from tenset_tools import command
 from tenset_tools.atomic import atomic_write_text
 from tenset_tools.command import Command, UsageError, bounded_float, bounded_int, refuse_unused
+from tvm_transfer.cli.copula import check_copula_arguments
 from tvm_transfer.cli.transfer import add_transfer_arguments
 from tvm_transfer.cost_model import COST_MODELS
 from tvm_transfer.runtimes import RUNTIMES
@@ -34,6 +37,8 @@ __all__ = ["add_target_arguments", "add_tuning_arguments", "build_parser", "main
 
 if TYPE_CHECKING:
     from tvm.target import Target
+
+    from tvm_transfer.tuning.run import RunConfig
 
 DEMO_KIND, DEMO_TRIALS = "conv2d", 64
 
@@ -90,12 +95,12 @@ def _options(args: argparse.Namespace):
     )
 
 
-def _plan(args: argparse.Namespace, pack, options, workload=None, tunes: bool = True):
+def _plan(args: argparse.Namespace, pack, options, saved=None, workload=None, tunes: bool = True):
     """The run's tuning plan: the default transfer policy's with ``pack``
-    (:func:`~tvm_transfer.cli.transfer.transfer_plan`), its cost model replaced by ``--model-file``'s (a
-    saved model keeps learning from the run) or by ``--cost-model`` pretrained on ``--seed-from``'s runs
-    (``--pretrain-on-sources``, for ``workload``), its search by ``--seed-from``'s copula search. A file
-    that is not a saved model ends the command with its reason."""
+    (:func:`~tvm_transfer.cli.transfer.transfer_plan`), its cost model replaced by ``saved`` (the
+    ``--model-file`` model, which keeps learning from the run) or by ``--cost-model`` pretrained on
+    ``--seed-from``'s runs (``--pretrain-on-sources``, for ``workload``), its search by ``--seed-from``'s
+    copula search; without tuning (``tunes`` false) only the pack's exact matches."""
     from tvm_transfer.cli.copula import copula_cost_model, copula_strategy
     from tvm_transfer.cli.transfer import transfer_plan
     from tvm_transfer.transfer.policy import ONLINE_COST_MODEL
@@ -103,12 +108,8 @@ def _plan(args: argparse.Namespace, pack, options, workload=None, tunes: bool = 
     plan = transfer_plan(pack, options, args.cost_model, tunes=tunes)
     if not tunes:
         return plan
-    if args.model_file and args.cost_model:
-        raise UsageError(
-            "--model-file and --cost-model exclude each other: the saved model is the one tuning"
-        )
-    if args.model_file:
-        plan = dataclasses.replace(plan, cost_model=_saved_model(args.model_file))
+    if saved is not None:
+        plan = dataclasses.replace(plan, cost_model=saved)
     elif getattr(args, "pretrain_on_sources", False):
         online = args.cost_model or ONLINE_COST_MODEL
         plan = dataclasses.replace(plan, cost_model=copula_cost_model(args, workload, online, options.seed))
@@ -117,11 +118,17 @@ def _plan(args: argparse.Namespace, pack, options, workload=None, tunes: bool = 
     return plan if search is None else dataclasses.replace(plan, search_strategy=search)
 
 
-def _saved_model(path: str):
+def _saved_model(args: argparse.Namespace):
+    """The model ``--model-file`` names, loaded (``None`` without one); a file that is not a saved model,
+    or ``--cost-model`` beside it, ends the command with its reason."""
+    if not args.model_file:
+        return None
+    if args.cost_model:
+        raise UsageError("--model-file and --cost-model exclude each other: the saved model is what tunes")
     from tvm_transfer.cost_model import CostModelFileError, load_cost_model
 
     try:
-        return load_cost_model(path)
+        return load_cost_model(args.model_file)
     except (CostModelFileError, OSError) as error:
         raise UsageError(f"--model-file: {error}") from error
 
@@ -176,17 +183,20 @@ def _print_tuning(args: argparse.Namespace, result) -> None:
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.operator import tune_workload
-    from tvm_transfer.tuning.workdir import WorkDirMismatchError
+    from tvm_transfer.tuning.workdir import WorkDir, WorkDirMismatchError
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     target = resolve_target(args)
+    check_copula_arguments(args)
+    given = WorkDir.checked(args.work_dir) if args.work_dir else None
+    saved = _saved_model(args)
     pack = resolve_transfer_pack(args)
-    work_dir = _work_dir(args, pack, workload.name)
+    work_dir = given or _work_dir(args, pack, workload.name)
     _check_tuning_without_pack(pack, work_dir)
     options = _options(args)
-    plan = _plan(args, pack, options, workload)
     with work_dir.lock(wait=args.wait):
+        plan = _plan(args, pack, options, saved, workload)
         print(f"tuning {workload.name} ({workload.flops / 1e6:.1f} MFLOP) in {work_dir}", file=sys.stderr)
         try:
             result = tune_workload(
@@ -234,12 +244,14 @@ _BUILD_ONLY = {
 }
 
 
-def _network_config(args: argparse.Namespace, tunes: bool):
-    """The :class:`~tvm_transfer.tuning.run.RunConfig` of a network command, made once: the target, the
-    transfer pack, the model (its convolution layout taken from ``--work-dir`` when the options leave it
-    to ``AUTO``), the work dir, the tuning plan, and the layout-rewrite and cache settings (those not given
-    are the work dir's). An unknown or unimportable model is a usage error naming the cause, before any
-    tuning (a work dir tuned otherwise is refused when the run is prepared)."""
+@contextlib.contextmanager
+def _network_config(args: argparse.Namespace, tunes: bool) -> Iterator[RunConfig]:
+    """The :class:`~tvm_transfer.tuning.run.RunConfig` of a network command, made once, within the block
+    holding its work dir's lock: the target, the model (its convolution layout taken from ``--work-dir``
+    when the options leave it to ``AUTO``), the transfer pack, the work dir, the tuning plan, and the
+    layout-rewrite and cache settings (those not given are the work dir's). An unknown or unimportable
+    model is a usage error naming the cause, and a busy work dir is refused, before anything slow (a work
+    dir tuned otherwise is refused when the run is prepared)."""
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.networks import load_model, model_slug, relax_module
     from tvm_transfer.tuning.run import RunConfig
@@ -250,28 +262,34 @@ def _network_config(args: argparse.Namespace, tunes: bool):
         raise UsageError(
             f"--target: networks are tuned and compiled for CPU (llvm) targets, not {target.kind.name!r}"
         )
-    pack = resolve_transfer_pack(args)
-    options = _options(args)
+    check_copula_arguments(args)
     given = WorkDir.checked(args.work_dir) if args.work_dir else None
     try:
         model = load_model(args.network, args.input_shape, conv_layout=_conv_layout(args, given))
-        work_dir = given or _work_dir(args, pack, model_slug(model.name, args.input_shape))
-        config = RunConfig.make(
-            model,
-            work_dir,
-            target=target,
-            options=options,
-            plan=_plan(args, pack, options, tunes=tunes),
-            layout_free=False if args.no_layout_rewrite else None,
-            measure_caches=args.measure_caches,
-        )
         relax_module(model)
-    except ValueError as error:  # a ModelSourceError too
+    except ValueError as error:  # a ModelSourceError
         raise UsageError(str(error)) from error
+    saved = _saved_model(args) if tunes else None
+    pack = resolve_transfer_pack(args)
+    work_dir = given or _work_dir(args, pack, model_slug(model.name, args.input_shape))
     if tunes:
         _check_tuning_without_pack(pack, work_dir)
     _note_nchw_work_dir(args, pack, model, work_dir)
-    return config
+    with work_dir.lock(wait=args.wait):
+        options = _options(args)
+        try:
+            config = RunConfig.make(
+                model,
+                work_dir,
+                target=target,
+                options=options,
+                plan=_plan(args, pack, options, saved, tunes=tunes),
+                layout_free=False if args.no_layout_rewrite else None,
+                measure_caches=args.measure_caches,
+            )
+        except ValueError as error:  # a damaged settings file
+            raise UsageError(str(error)) from error
+        yield config
 
 
 def _conv_layout(args: argparse.Namespace, work_dir) -> str:
@@ -327,8 +345,7 @@ def _run_network(args: argparse.Namespace, *, tunes: bool, compiles: bool) -> in
     from tvm_transfer.tuning.workdir import WorkDirMismatchError
 
     selection = _selection(args) if hasattr(args, "flops_share") else None
-    config = _network_config(args, tunes)
-    with config.work_dir.lock(wait=args.wait):
+    with _network_config(args, tunes) as config:
         try:
             run = NetworkRun(config)
         except WorkDirMismatchError as error:

@@ -98,6 +98,13 @@ _SOURCE_OPTIONS = {
 }
 
 
+def check_copula_arguments(args: argparse.Namespace) -> None:
+    """Raise :class:`~tenset_tools.command.UsageError` naming the copula options given without
+    ``--seed-from``, which nothing would read."""
+    if not getattr(args, "seed_from", None):
+        refuse_unused(args, _SOURCE_OPTIONS, "give --seed-from DIR [DIR ...]")
+
+
 def _source_dirs(paths: list[str]) -> list:
     """The MetaSchedule work dirs at or under each ``--seed-from`` path; a path without any ends the
     command with its name."""
@@ -153,7 +160,6 @@ def copula_strategy(args: argparse.Namespace, options, exclude=None):
     work dir holds), or ``None`` without ``--seed-from``; ``exclude``: a task whose own source records are
     left out (``tune``: the operator)."""
     if not getattr(args, "seed_from", None):
-        refuse_unused(args, _SOURCE_OPTIONS, "give --seed-from DIR [DIR ...]")
         return None
     from tvm_transfer.search_strategy.copula import CopulaSearch
     from tvm_transfer.tuning.session import evolution_settings, skip_measured

@@ -149,6 +149,7 @@ def tune_network(
     measure = _measurement(measure or Measurement(), config.measure_caches, config.target)
     run = run if isinstance(run, NetworkRun) else NetworkRun(config)
     options, plan, work_dir = config.options, config.plan, config.work_dir
+    work_dir.record_settings(config.settings)  # how this run times candidates, before it measures any
     strategy = skip_measured(plan.search_strategy or evolution(options))
     import_tensor_intrin_fast()
     extracted, applied = run.tasks, run.applied

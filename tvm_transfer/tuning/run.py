@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import tvm
@@ -124,10 +124,11 @@ def extract_network_tasks(
 class NetworkRun:
     """A :class:`RunConfig` whose work dir is checked and prepared, with the network's tasks extracted once.
 
-    Making one raises :class:`~tvm_transfer.tuning.workdir.WorkDirMismatchError` (a ``ValueError``) when the
-    work dir was tuned with other settings or for another target; then it names the tasks in the work
-    dir, records the run's settings there and applies the plan's transfer pack (``applied``: ``{task
-    index: AppliedTask}``). ``tasks`` restricts the run to some of the network's tasks (default: all)."""
+    Making one raises :class:`~tvm_transfer.tuning.workdir.WorkDirMismatchError` (a ``ValueError``) when
+    the work dir was tuned with other settings or for another target; then it names the tasks in the work
+    dir, records the run's network and layout rewrite there and applies the plan's transfer pack
+    (``applied``: ``{task index: AppliedTask}``). ``tasks`` restricts the run to some of the network's
+    tasks (default: all)."""
 
     def __init__(self, config: RunConfig, tasks: Sequence[ms.ExtractedTask] | None = None) -> None:
         self.config = config
@@ -139,7 +140,8 @@ class NetworkRun:
             else list(ms.relax_integration.extract_tasks(self.fused_module, config.target))
         )
         work_dir.name_tasks(config.model.name, self.tasks)
-        work_dir.record_settings(config.settings)
+        # How candidates are timed is recorded by the run that measures first (tune_network), not a build.
+        work_dir.record_settings(replace(config.settings, measure_caches=None))
         pack = config.plan.pack_schedules
         self.applied: dict[int, AppliedTask] = (
             pack.apply(self.task_pairs, config.target, work_dir) if pack is not None else {}
