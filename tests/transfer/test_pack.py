@@ -256,8 +256,10 @@ def test_compile_applies_a_pack_to_a_fresh_work_dir_with_zero_trials_and_its_fir
         )
     )
     assert tuned.new_trials > 0 and WorkDir(tmp_path / "fresh").settings().measure_caches == "cold"
+    # Left unsaid, the timing is the work dir's; said otherwise, it is refused.
+    assert _mlp_with_pack(tmp_path / "fresh", pack, target, options).measure_caches == "cold"
     with pytest.raises(ValueError, match="timed cold, and records timed warm would not compare"):
-        tune_network(_mlp_with_pack(tmp_path / "fresh", pack, target, options))
+        tune_network(RunConfig.make("mlp", tmp_path / "fresh", target=target, measure_caches="warm"))
 
 
 def test_records_of_another_target_are_candidates_never_final(pack, mlp_tasks, target, tmp_path):
