@@ -39,11 +39,12 @@ from tvm_transfer.builder import import_tensor_intrin_fast
 from tvm_transfer.cost_model import make_cost_model
 from tvm_transfer.cost_model.bilstm_model import FINE_TUNE_MODES, BiLSTMCostModel
 from tvm_transfer.networks import NETWORKS
+from tvm_transfer.runtimes import RUNTIMES
 from tvm_transfer.target import target_of_id
 from tvm_transfer.tuning.compile import compile_network
 from tvm_transfer.tuning.network import tune_network
 from tvm_transfer.tuning.plan import TuningPlan
-from tvm_transfer.tuning.run import RunConfig
+from tvm_transfer.tuning.run import NetworkRun, RunConfig
 from tvm_transfer.tuning.session import TuneOptions
 from tvm_transfer.tuning.task_selection import TaskSelection
 
@@ -132,18 +133,20 @@ def main() -> None:
             seed=args.seed,
         )
         selection = TaskSelection(flops_share=args.flops_share, top_tasks=args.top_tasks)
-        result = tune_network(
+        # One run, its work dir prepared and its tasks extracted once, tuned and then compiled.
+        run = NetworkRun(
             RunConfig.make(
                 args.network,
                 work_dir / "db",
                 target=target,
                 options=options,
                 plan=TuningPlan(cost_model=model),
-            ),
-            selection=selection,
+            )
         )
+        result = tune_network(run, selection=selection)
         print(result.table())
-        compiled = compile_network(RunConfig.make(args.network, work_dir / "db", target=target))
+        compiled = compile_network(run)
+        torch = next(r for r in compiled.results if r.name == RUNTIMES["eager"])
         print(compiled.table())
         figures = {
             "source": args.source,
@@ -157,8 +160,8 @@ def main() -> None:
             "tuning_seconds": result.tuning_seconds,
             "trials": result.new_trials,
             "status": dict(zip([t[0] for t in result.tasks], result.status, strict=True)),
-            "tvm_seconds": compiled.tvm_seconds,
-            "torch_seconds": compiled.torch_seconds,
+            "tvm_seconds": compiled.tvm.seconds,
+            "torch_seconds": torch.seconds,
             "max_abs_error": compiled.max_abs_error,
         }
         if args.json:
