@@ -133,11 +133,19 @@ def _saved_model(args: argparse.Namespace):
         raise UsageError(f"--model-file: {error}") from error
 
 
-def _work_dir(args: argparse.Namespace, pack, name: str):
-    """``--work-dir``, else ``work/<name>-<label>`` (:func:`_default_work_dir`), checked writable."""
+def _given_work_dir(args: argparse.Namespace):
+    """``--work-dir`` checked writable (a usage error before anything slow), else ``None``."""
     from tvm_transfer.tuning.workdir import WorkDir
 
-    return WorkDir.checked(args.work_dir or _default_work_dir(args, pack, name))
+    return WorkDir.checked(args.work_dir) if args.work_dir else None
+
+
+def _work_dir(args: argparse.Namespace, given, pack, name: str):
+    """``given`` (:func:`_given_work_dir`), else ``work/<name>-<label>`` (:func:`_default_work_dir`)
+    checked writable."""
+    from tvm_transfer.tuning.workdir import WorkDir
+
+    return given or WorkDir.checked(_default_work_dir(args, pack, name))
 
 
 def _default_work_dir(args: argparse.Namespace, pack, name: str) -> Path:
@@ -183,16 +191,16 @@ def _print_tuning(args: argparse.Namespace, result) -> None:
 def _run_tune(args: argparse.Namespace) -> int:
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.tuning.operator import tune_workload
-    from tvm_transfer.tuning.workdir import WorkDir, WorkDirMismatchError
+    from tvm_transfer.tuning.workdir import WorkDirMismatchError
     from tvm_transfer.workloads import parse_workload
 
     workload = parse_workload(args.kind, args.shape)
     target = resolve_target(args)
     check_copula_arguments(args)
-    given = WorkDir.checked(args.work_dir) if args.work_dir else None
+    given = _given_work_dir(args)
     saved = _saved_model(args)
     pack = resolve_transfer_pack(args)
-    work_dir = given or _work_dir(args, pack, workload.name)
+    work_dir = _work_dir(args, given, pack, workload.name)
     _check_tuning_without_pack(pack, work_dir)
     options = _options(args)
     with work_dir.lock(wait=args.wait):
@@ -255,7 +263,6 @@ def _network_config(args: argparse.Namespace, tunes: bool) -> Iterator[RunConfig
     from tvm_transfer.cli.transfer import resolve_transfer_pack
     from tvm_transfer.networks import load_model, model_slug, relax_module
     from tvm_transfer.tuning.run import RunConfig
-    from tvm_transfer.tuning.workdir import WorkDir
 
     target = resolve_target(args)
     if target.kind.name != "llvm":
@@ -263,7 +270,7 @@ def _network_config(args: argparse.Namespace, tunes: bool) -> Iterator[RunConfig
             f"--target: networks are tuned and compiled for CPU (llvm) targets, not {target.kind.name!r}"
         )
     check_copula_arguments(args)
-    given = WorkDir.checked(args.work_dir) if args.work_dir else None
+    given = _given_work_dir(args)
     try:
         model = load_model(args.network, args.input_shape, conv_layout=_conv_layout(args, given))
         relax_module(model)
@@ -271,7 +278,7 @@ def _network_config(args: argparse.Namespace, tunes: bool) -> Iterator[RunConfig
         raise UsageError(str(error)) from error
     saved = _saved_model(args) if tunes else None
     pack = resolve_transfer_pack(args)
-    work_dir = given or _work_dir(args, pack, model_slug(model.name, args.input_shape))
+    work_dir = _work_dir(args, given, pack, model_slug(model.name, args.input_shape))
     if tunes:
         _check_tuning_without_pack(pack, work_dir)
     _note_nchw_work_dir(args, pack, model, work_dir)

@@ -35,6 +35,8 @@ __all__ = ["MEASURE_CACHES", "NetworkRun", "RunConfig", "extract_network_tasks",
 #: How a network's candidates may be timed (:attr:`RunConfig.measure_caches`; ``auto`` is resolved when the
 #: config is made).
 MEASURE_CACHES = ("warm", "cold", "auto")
+#: What a run neither given nor recorded in its work dir uses: layout rewrite on, candidates timed warm.
+_DEFAULT_SETTINGS = WorkDirSettings(layout_free=True, measure_caches="warm")
 
 
 @dataclass(frozen=True)
@@ -75,28 +77,22 @@ class RunConfig:
         ``ValueError`` for an unknown ``measure_caches``."""
         model = load_model(model) if isinstance(model, str) else model
         work_dir = work_dir if isinstance(work_dir, WorkDir) else WorkDir(work_dir)
-        recorded = work_dir.settings()
-        layout_free = _first_said(layout_free, recorded.layout_free, True)
+        said = WorkDirSettings(None, layout_free, measure_caches).merged(work_dir.settings())
+        said = said.merged(_DEFAULT_SETTINGS)
         return cls(
             model=model,
             work_dir=work_dir,
             target=as_target(target),
             options=options or TuneOptions(),
             plan=plan or TuningPlan(),
-            layout_free=layout_free,
-            measure_caches=resolve_measure_caches(
-                _first_said(measure_caches, recorded.measure_caches, "warm"), model
-            ),
+            layout_free=said.layout_free,
+            measure_caches=resolve_measure_caches(said.measure_caches, model),
         )
 
     @property
     def settings(self) -> WorkDirSettings:
         """What the work dir records of this run (:class:`~tvm_transfer.tuning.workdir.WorkDirSettings`)."""
         return WorkDirSettings(self.model.name, self.layout_free, self.measure_caches)
-
-
-def _first_said(*values):
-    return next(value for value in values if value is not None)
 
 
 def resolve_measure_caches(measure_caches: str, model: LoadedModel, *, cache_bytes: int | None = None) -> str:

@@ -501,7 +501,7 @@ class WorkDir(os.PathLike):
         how candidates are timed only before the first measurement here (so that it holds for every
         record). Call it after :meth:`check`."""
         recorded = self.settings()
-        if self.measured_here():
+        if settings.measure_caches is not None and self.measured_here():
             settings = replace(settings, measure_caches=recorded.measure_caches)
         merged = recorded.merged(settings)
         if merged != recorded or not (self.path / SETTINGS_FILE).is_file():
